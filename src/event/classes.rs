@@ -1,0 +1,201 @@
+//! Class names: the alias table that maps both vocabularies (Lime seed 002,
+//! Agent UI seed 004) onto one canonical class, the retired names, and the
+//! kind/status derivation from a class.
+//!
+//! Canonical names follow the Agent UI vocabulary where both name the same
+//! fact (`text.delta`, `run.finished`); Lime-only families keep their names.
+//! The class list is open: an unknown class stays as sent.
+
+/// `(alias, canonical)`: every alias accepted on the wire.
+pub const ALIASES: &[(&str, &str)] = &[
+    // session
+    ("session.created", "session.opened"),
+    // turn / run lifecycle (Lime turn.* is the Agent UI run.*)
+    ("turn.started", "run.started"),
+    ("turn.completed", "run.finished"),
+    ("turn.failed", "run.failed"),
+    ("turn.canceled", "run.canceled"),
+    ("run.cancelled", "run.canceled"),
+    ("run.completed", "run.finished"),
+    // model output
+    ("model.delta", "text.delta"),
+    ("message.delta", "text.delta"),
+    ("model.completed", "text.final"),
+    ("message.completed", "text.final"),
+    ("thinking.delta", "reasoning.delta"),
+    ("thinking.summary", "reasoning.summary"),
+    // artifacts
+    ("artifact.snapshot", "artifact.changed"),
+    // team
+    ("subagent.started", "agent.spawned"),
+    ("subagent.completed", "agent.completed"),
+    ("subagent.changed", "agent.changed"),
+    ("review.verdict", "review.completed"),
+    // diagnostics
+    ("runtime.warning", "diagnostic.changed"),
+];
+
+/// End-of-turn names that were retired; they are `schema_mismatch`.
+pub const RETIRED: &[&str] = &[
+    "done",
+    "final_done",
+    "cancelled",
+    "turn.done",
+    "turn.final_done",
+    "turn.cancelled",
+];
+
+/// Classes the reducer knows (canonical names). Anything else is kept as an
+/// unknown class: stored, put on the timeline, and given a diagnostic.
+pub const KNOWN: &[&str] = &[
+    "session.opened",
+    "session.hydrated",
+    "session.updated",
+    "session.closed",
+    "turn.submitted",
+    "run.started",
+    "run.status",
+    "run.finished",
+    "run.failed",
+    "run.canceled",
+    "model.requested",
+    "model.failed",
+    "plan.delta",
+    "plan.final",
+    "text.delta",
+    "text.final",
+    "reasoning.delta",
+    "reasoning.summary",
+    "tool.started",
+    "tool.args",
+    "tool.args.delta",
+    "tool.progress",
+    "tool.output.delta",
+    "tool.result",
+    "tool.failed",
+    "tool.changed",
+    "tool.catalog.resolved",
+    "action.required",
+    "action.resolved",
+    "queue.changed",
+    "task.created",
+    "task.updated",
+    "task.changed",
+    "task.completed",
+    "task.failed",
+    "agent.spawned",
+    "agent.changed",
+    "agent.completed",
+    "agent.handoff",
+    "team.changed",
+    "worker.started",
+    "worker.completed",
+    "worker.notification",
+    "handoff.requested",
+    "handoff.completed",
+    "review.requested",
+    "review.completed",
+    "channel.opened",
+    "channel.message",
+    "channel.closed",
+    "context.resolved",
+    "context.changed",
+    "context.compaction.started",
+    "context.compaction.completed",
+    "permission.evaluated",
+    "permission.requested",
+    "permission.resolved",
+    "permission.changed",
+    "sandbox.applied",
+    "sandbox.violation",
+    "sandbox.blocked",
+    "artifact.created",
+    "artifact.updated",
+    "artifact.preview.ready",
+    "artifact.version.created",
+    "artifact.diff.ready",
+    "artifact.export.started",
+    "artifact.export.completed",
+    "artifact.failed",
+    "artifact.deleted",
+    "artifact.changed",
+    "evidence.changed",
+    "file.read",
+    "file.changed",
+    "patch.started",
+    "patch.applied",
+    "patch.failed",
+    "command.started",
+    "command.output",
+    "command.exited",
+    "test.started",
+    "test.completed",
+    "state.snapshot",
+    "state.delta",
+    "messages.snapshot",
+    "snapshot.updated",
+    "diagnostic.changed",
+    "metric.changed",
+    "runtime.error",
+];
+
+/// Map a class name as sent to its canonical name.
+pub fn canonical(class: &str) -> &str {
+    ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == class)
+        .map(|(_, c)| *c)
+        .unwrap_or(class)
+}
+
+/// True when the class is a retired end-of-turn name.
+pub fn is_retired(class: &str) -> bool {
+    RETIRED.contains(&class)
+}
+
+/// True when the reducer has rules for this canonical class.
+pub fn is_known(canonical: &str) -> bool {
+    KNOWN.contains(&canonical)
+}
+
+/// Status derived from the class suffix when the event carries none (seed 002).
+pub fn derived_status(class: &str) -> Option<&'static str> {
+    let suffix = class.rsplit('.').next()?;
+    Some(match suffix {
+        "failed" => "failed",
+        "completed" | "result" | "resolved" | "finished" | "final" => "completed",
+        "required" | "blocked" => "blocked",
+        "started" | "delta" | "progress" => "running",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_map_to_known_canonical_names() {
+        for (alias, canon) in ALIASES {
+            assert_eq!(canonical(alias), *canon);
+            assert!(is_known(canon), "{canon} must be known");
+            assert!(!is_known(alias), "{alias} must not be canonical");
+        }
+        assert_eq!(canonical("some.custom"), "some.custom");
+    }
+
+    #[test]
+    fn retired_names() {
+        assert!(is_retired("turn.cancelled"));
+        assert!(!is_retired("turn.canceled"));
+    }
+
+    #[test]
+    fn status_from_suffix() {
+        assert_eq!(derived_status("tool.failed"), Some("failed"));
+        assert_eq!(derived_status("action.resolved"), Some("completed"));
+        assert_eq!(derived_status("action.required"), Some("blocked"));
+        assert_eq!(derived_status("text.delta"), Some("running"));
+        assert_eq!(derived_status("queue.changed"), None);
+    }
+}

@@ -1,0 +1,5 @@
+//! agent-projector: a streaming projection server for AI agent UIs.
+#![forbid(unsafe_code)]
+
+pub mod event;
+pub mod projection;

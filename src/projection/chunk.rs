@@ -1,0 +1,295 @@
+//! Vercel AI SDK `UIMessageChunk` shapes, as the reducer emits them.
+//!
+//! Field names and optionality follow the `ai` package's `uiMessageChunkSchema`
+//! (strict objects: no extra keys). A `data-*` chunk serialises its type as
+//! `data-<name>`.
+
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::Value;
+
+/// AI SDK finish reasons accepted by the `finish` chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ContentFilter,
+    ToolCalls,
+    Error,
+    Other,
+}
+
+/// One `UIMessageChunk`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Chunk {
+    Start {
+        message_id: String,
+    },
+    Finish {
+        finish_reason: Option<FinishReason>,
+    },
+    Abort {
+        reason: Option<String>,
+    },
+    Error {
+        error_text: String,
+    },
+    StartStep,
+    FinishStep,
+    TextStart {
+        id: String,
+    },
+    TextDelta {
+        id: String,
+        delta: String,
+    },
+    TextEnd {
+        id: String,
+    },
+    ReasoningStart {
+        id: String,
+    },
+    ReasoningDelta {
+        id: String,
+        delta: String,
+    },
+    ReasoningEnd {
+        id: String,
+    },
+    ToolInputStart {
+        tool_call_id: String,
+        tool_name: String,
+        title: Option<String>,
+    },
+    ToolInputDelta {
+        tool_call_id: String,
+        input_text_delta: String,
+    },
+    ToolInputAvailable {
+        tool_call_id: String,
+        tool_name: String,
+        input: Value,
+        title: Option<String>,
+    },
+    ToolOutputAvailable {
+        tool_call_id: String,
+        output: Value,
+        preliminary: bool,
+    },
+    ToolOutputError {
+        tool_call_id: String,
+        error_text: String,
+    },
+    ToolOutputDenied {
+        tool_call_id: String,
+    },
+    SourceUrl {
+        source_id: String,
+        url: String,
+        title: Option<String>,
+    },
+    File {
+        url: String,
+        media_type: String,
+    },
+    /// `data-<name>`; a later chunk with the same name and id replaces the part.
+    Data {
+        name: String,
+        id: Option<String>,
+        data: Value,
+        transient: bool,
+    },
+}
+
+impl Chunk {
+    /// The chunk's `type` string.
+    pub fn type_name(&self) -> std::borrow::Cow<'static, str> {
+        use std::borrow::Cow::Borrowed;
+        match self {
+            Chunk::Start { .. } => Borrowed("start"),
+            Chunk::Finish { .. } => Borrowed("finish"),
+            Chunk::Abort { .. } => Borrowed("abort"),
+            Chunk::Error { .. } => Borrowed("error"),
+            Chunk::StartStep => Borrowed("start-step"),
+            Chunk::FinishStep => Borrowed("finish-step"),
+            Chunk::TextStart { .. } => Borrowed("text-start"),
+            Chunk::TextDelta { .. } => Borrowed("text-delta"),
+            Chunk::TextEnd { .. } => Borrowed("text-end"),
+            Chunk::ReasoningStart { .. } => Borrowed("reasoning-start"),
+            Chunk::ReasoningDelta { .. } => Borrowed("reasoning-delta"),
+            Chunk::ReasoningEnd { .. } => Borrowed("reasoning-end"),
+            Chunk::ToolInputStart { .. } => Borrowed("tool-input-start"),
+            Chunk::ToolInputDelta { .. } => Borrowed("tool-input-delta"),
+            Chunk::ToolInputAvailable { .. } => Borrowed("tool-input-available"),
+            Chunk::ToolOutputAvailable { .. } => Borrowed("tool-output-available"),
+            Chunk::ToolOutputError { .. } => Borrowed("tool-output-error"),
+            Chunk::ToolOutputDenied { .. } => Borrowed("tool-output-denied"),
+            Chunk::SourceUrl { .. } => Borrowed("source-url"),
+            Chunk::File { .. } => Borrowed("file"),
+            Chunk::Data { name, .. } => std::borrow::Cow::Owned(format!("data-{name}")),
+        }
+    }
+
+    /// A session-level or message-level data chunk.
+    pub fn data(name: impl Into<String>, id: impl Into<String>, data: Value) -> Self {
+        Chunk::Data {
+            name: name.into(),
+            id: Some(id.into()),
+            data,
+            transient: false,
+        }
+    }
+}
+
+impl Serialize for Chunk {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("type", &self.type_name())?;
+        match self {
+            Chunk::Start { message_id } => m.serialize_entry("messageId", message_id)?,
+            Chunk::Finish { finish_reason } => {
+                if let Some(r) = finish_reason {
+                    m.serialize_entry("finishReason", r)?;
+                }
+            }
+            Chunk::Abort { reason } => {
+                if let Some(r) = reason {
+                    m.serialize_entry("reason", r)?;
+                }
+            }
+            Chunk::Error { error_text } => m.serialize_entry("errorText", error_text)?,
+            Chunk::StartStep | Chunk::FinishStep => {}
+            Chunk::TextStart { id }
+            | Chunk::TextEnd { id }
+            | Chunk::ReasoningStart { id }
+            | Chunk::ReasoningEnd { id } => m.serialize_entry("id", id)?,
+            Chunk::TextDelta { id, delta } | Chunk::ReasoningDelta { id, delta } => {
+                m.serialize_entry("id", id)?;
+                m.serialize_entry("delta", delta)?;
+            }
+            Chunk::ToolInputStart {
+                tool_call_id,
+                tool_name,
+                title,
+            } => {
+                m.serialize_entry("toolCallId", tool_call_id)?;
+                m.serialize_entry("toolName", tool_name)?;
+                if let Some(t) = title {
+                    m.serialize_entry("title", t)?;
+                }
+            }
+            Chunk::ToolInputDelta {
+                tool_call_id,
+                input_text_delta,
+            } => {
+                m.serialize_entry("toolCallId", tool_call_id)?;
+                m.serialize_entry("inputTextDelta", input_text_delta)?;
+            }
+            Chunk::ToolInputAvailable {
+                tool_call_id,
+                tool_name,
+                input,
+                title,
+            } => {
+                m.serialize_entry("toolCallId", tool_call_id)?;
+                m.serialize_entry("toolName", tool_name)?;
+                m.serialize_entry("input", input)?;
+                if let Some(t) = title {
+                    m.serialize_entry("title", t)?;
+                }
+            }
+            Chunk::ToolOutputAvailable {
+                tool_call_id,
+                output,
+                preliminary,
+            } => {
+                m.serialize_entry("toolCallId", tool_call_id)?;
+                m.serialize_entry("output", output)?;
+                if *preliminary {
+                    m.serialize_entry("preliminary", &true)?;
+                }
+            }
+            Chunk::ToolOutputError {
+                tool_call_id,
+                error_text,
+            } => {
+                m.serialize_entry("toolCallId", tool_call_id)?;
+                m.serialize_entry("errorText", error_text)?;
+            }
+            Chunk::ToolOutputDenied { tool_call_id } => {
+                m.serialize_entry("toolCallId", tool_call_id)?
+            }
+            Chunk::SourceUrl {
+                source_id,
+                url,
+                title,
+            } => {
+                m.serialize_entry("sourceId", source_id)?;
+                m.serialize_entry("url", url)?;
+                if let Some(t) = title {
+                    m.serialize_entry("title", t)?;
+                }
+            }
+            Chunk::File { url, media_type } => {
+                m.serialize_entry("url", url)?;
+                m.serialize_entry("mediaType", media_type)?;
+            }
+            Chunk::Data {
+                id,
+                data,
+                transient,
+                ..
+            } => {
+                if let Some(id) = id {
+                    m.serialize_entry("id", id)?;
+                }
+                m.serialize_entry("data", data)?;
+                if *transient {
+                    m.serialize_entry("transient", &true)?;
+                }
+            }
+        }
+        m.end()
+    }
+}
+
+/// A chunk addressed to a message (`None` for session-level surfaces).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChunkOut {
+    pub message_id: Option<String>,
+    pub chunk: Chunk,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn serialises_to_ai_sdk_shapes() {
+        let c = Chunk::ToolInputAvailable {
+            tool_call_id: "t1".into(),
+            tool_name: "search".into(),
+            input: json!({"q": "x"}),
+            title: None,
+        };
+        assert_eq!(
+            serde_json::to_value(&c).unwrap(),
+            json!({"type":"tool-input-available","toolCallId":"t1","toolName":"search","input":{"q":"x"}})
+        );
+        let d = Chunk::data("runtime", "runtime", json!({"status": "running"}));
+        assert_eq!(
+            serde_json::to_value(&d).unwrap(),
+            json!({"type":"data-runtime","id":"runtime","data":{"status":"running"}})
+        );
+        let f = Chunk::Finish {
+            finish_reason: Some(FinishReason::ContentFilter),
+        };
+        assert_eq!(
+            serde_json::to_value(&f).unwrap(),
+            json!({"type":"finish","finishReason":"content-filter"})
+        );
+    }
+}

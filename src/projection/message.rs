@@ -1,0 +1,592 @@
+//! Messages and their parts in the Vercel AI SDK `UIMessage` shapes, and the
+//! application of one `UIMessageChunk` to a message with the same semantics as
+//! the `ai` package's `processUIMessageStream`. The reducer only ever changes
+//! message parts through [`Message::apply`], so the snapshot is by construction
+//! what an AI SDK client builds from the delta chunks.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::chunk::Chunk;
+
+/// Lifecycle of a part that streams (`text`, `reasoning`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamState {
+    Streaming,
+    Done,
+}
+
+/// AI SDK tool part states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolState {
+    InputStreaming,
+    InputAvailable,
+    OutputAvailable,
+    OutputError,
+    OutputDenied,
+}
+
+/// One `UIMessage` part. Serialises with a `type` tag exactly as the AI SDK
+/// does (`tool-<name>` and `data-<name>` types included).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    Text {
+        text: String,
+        state: StreamState,
+    },
+    Reasoning {
+        text: String,
+        state: StreamState,
+    },
+    /// A static tool part: `type` is `tool-<tool_name>`.
+    Tool {
+        tool_name: String,
+        tool_call_id: String,
+        state: ToolState,
+        input: Option<Value>,
+        output: Option<Value>,
+        error_text: Option<String>,
+        preliminary: Option<bool>,
+        title: Option<String>,
+    },
+    SourceUrl {
+        source_id: String,
+        url: String,
+        title: Option<String>,
+    },
+    File {
+        url: String,
+        media_type: String,
+    },
+    StepStart,
+    /// `data-<name>` part.
+    Data {
+        name: String,
+        id: Option<String>,
+        data: Value,
+    },
+}
+
+impl Part {
+    /// Tool call id of a tool part.
+    pub fn tool_call_id(&self) -> Option<&str> {
+        match self {
+            Part::Tool { tool_call_id, .. } => Some(tool_call_id),
+            _ => None,
+        }
+    }
+
+    /// The JSON form (the AI SDK `UIMessagePart`).
+    pub fn to_json(&self) -> Value {
+        let mut m = serde_json::Map::new();
+        let mut put = |k: &str, v: Value| {
+            m.insert(k.to_string(), v);
+        };
+        match self {
+            Part::Text { text, state } => {
+                put("type", "text".into());
+                put("text", text.clone().into());
+                put("state", serde_json::to_value(state).unwrap_or(Value::Null));
+            }
+            Part::Reasoning { text, state } => {
+                put("type", "reasoning".into());
+                put("text", text.clone().into());
+                put("state", serde_json::to_value(state).unwrap_or(Value::Null));
+            }
+            Part::Tool {
+                tool_name,
+                tool_call_id,
+                state,
+                input,
+                output,
+                error_text,
+                preliminary,
+                title,
+            } => {
+                put("type", format!("tool-{tool_name}").into());
+                put("toolCallId", tool_call_id.clone().into());
+                put("state", serde_json::to_value(state).unwrap_or(Value::Null));
+                if let Some(t) = title {
+                    put("title", t.clone().into());
+                }
+                if let Some(i) = input {
+                    put("input", i.clone());
+                }
+                if let Some(o) = output {
+                    put("output", o.clone());
+                }
+                if let Some(e) = error_text {
+                    put("errorText", e.clone().into());
+                }
+                if let Some(p) = preliminary {
+                    put("preliminary", (*p).into());
+                }
+            }
+            Part::SourceUrl {
+                source_id,
+                url,
+                title,
+            } => {
+                put("type", "source-url".into());
+                put("sourceId", source_id.clone().into());
+                put("url", url.clone().into());
+                if let Some(t) = title {
+                    put("title", t.clone().into());
+                }
+            }
+            Part::File { url, media_type } => {
+                put("type", "file".into());
+                put("mediaType", media_type.clone().into());
+                put("url", url.clone().into());
+            }
+            Part::StepStart => put("type", "step-start".into()),
+            Part::Data { name, id, data } => {
+                put("type", format!("data-{name}").into());
+                if let Some(id) = id {
+                    put("id", id.clone().into());
+                }
+                put("data", data.clone());
+            }
+        }
+        Value::Object(m)
+    }
+
+    /// Parse the JSON form back (checkpoints).
+    pub fn from_json(v: &Value) -> Option<Part> {
+        let o = v.as_object()?;
+        let s = |k: &str| o.get(k).and_then(Value::as_str).map(str::to_string);
+        let ty = s("type")?;
+        let stream_state = |o: &serde_json::Map<String, Value>| {
+            o.get("state")
+                .cloned()
+                .and_then(|v| serde_json::from_value(v).ok())
+                .unwrap_or(StreamState::Done)
+        };
+        Some(match ty.as_str() {
+            "text" => Part::Text {
+                text: s("text").unwrap_or_default(),
+                state: stream_state(o),
+            },
+            "reasoning" => Part::Reasoning {
+                text: s("text").unwrap_or_default(),
+                state: stream_state(o),
+            },
+            "source-url" => Part::SourceUrl {
+                source_id: s("sourceId")?,
+                url: s("url")?,
+                title: s("title"),
+            },
+            "file" => Part::File {
+                url: s("url")?,
+                media_type: s("mediaType")?,
+            },
+            "step-start" => Part::StepStart,
+            t if t.starts_with("tool-") => Part::Tool {
+                tool_name: t["tool-".len()..].to_string(),
+                tool_call_id: s("toolCallId")?,
+                state: serde_json::from_value(o.get("state")?.clone()).ok()?,
+                input: o.get("input").cloned(),
+                output: o.get("output").cloned(),
+                error_text: s("errorText"),
+                preliminary: o.get("preliminary").and_then(Value::as_bool),
+                title: s("title"),
+            },
+            t if t.starts_with("data-") => Part::Data {
+                name: t["data-".len()..].to_string(),
+                id: s("id"),
+                data: o.get("data").cloned().unwrap_or(Value::Null),
+            },
+            _ => return None,
+        })
+    }
+}
+
+impl Serialize for Part {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_json().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Part {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let v = Value::deserialize(d)?;
+        Part::from_json(&v).ok_or_else(|| serde::de::Error::custom("unknown UIMessage part"))
+    }
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+    System,
+}
+
+/// Lifecycle of a whole message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageStatus {
+    /// Chunks are still arriving.
+    Streaming,
+    /// Finished normally (`finish`).
+    Complete,
+    /// Finished with an error.
+    Failed,
+    /// Aborted (cancelled or interrupted run).
+    Aborted,
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    pub id: String,
+    pub role: Role,
+    pub status: MessageStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Cursor of the event that created the message.
+    pub created_cursor: u64,
+    pub parts: Vec<Part>,
+    /// Ids of text/reasoning parts still open, mapped to their index in
+    /// `parts` (the AI SDK's `activeTextParts` / `activeReasoningParts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_parts: Vec<(String, usize)>,
+}
+
+/// A chunk that cannot apply to a message (the AI SDK would throw).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("chunk {chunk_type} cannot apply: {reason}")]
+pub struct ApplyError {
+    pub chunk_type: String,
+    pub reason: String,
+}
+
+impl Message {
+    /// An empty message.
+    pub fn new(id: impl Into<String>, role: Role, created_cursor: u64) -> Self {
+        Message {
+            id: id.into(),
+            role,
+            status: MessageStatus::Streaming,
+            agent_id: None,
+            turn_id: None,
+            run_id: None,
+            created_cursor,
+            parts: Vec::new(),
+            open_parts: Vec::new(),
+        }
+    }
+
+    fn open_index(&self, id: &str) -> Option<usize> {
+        self.open_parts
+            .iter()
+            .find(|(pid, _)| pid == id)
+            .map(|(_, i)| *i)
+    }
+
+    fn close(&mut self, id: &str) -> Option<usize> {
+        let pos = self.open_parts.iter().position(|(pid, _)| pid == id)?;
+        Some(self.open_parts.remove(pos).1)
+    }
+
+    /// Index of the last tool part with this call id.
+    pub fn tool_index(&self, tool_call_id: &str) -> Option<usize> {
+        self.parts
+            .iter()
+            .rposition(|p| p.tool_call_id() == Some(tool_call_id))
+    }
+
+    /// True when a text or reasoning part with this id is open.
+    pub fn is_open(&self, id: &str) -> bool {
+        self.open_index(id).is_some()
+    }
+
+    /// Apply one chunk with the AI SDK's semantics. Returns an error, and
+    /// changes nothing, where the AI SDK client would throw.
+    pub fn apply(&mut self, chunk: &Chunk) -> Result<(), ApplyError> {
+        let err = |reason: &str| ApplyError {
+            chunk_type: chunk.type_name().into_owned(),
+            reason: reason.to_string(),
+        };
+        match chunk {
+            Chunk::Start { .. } | Chunk::Abort { .. } | Chunk::Error { .. } => {
+                if let Chunk::Abort { .. } = chunk {
+                    self.status = MessageStatus::Aborted;
+                }
+            }
+            Chunk::Finish { finish_reason } => {
+                if self.status == MessageStatus::Streaming {
+                    self.status = match finish_reason {
+                        Some(super::chunk::FinishReason::Error) => MessageStatus::Failed,
+                        _ => MessageStatus::Complete,
+                    };
+                }
+            }
+            Chunk::StartStep => self.parts.push(Part::StepStart),
+            Chunk::FinishStep => {}
+            Chunk::TextStart { id } => {
+                self.open_parts.retain(|(pid, _)| pid != id);
+                self.parts.push(Part::Text {
+                    text: String::new(),
+                    state: StreamState::Streaming,
+                });
+                self.open_parts.push((id.clone(), self.parts.len() - 1));
+            }
+            Chunk::ReasoningStart { id } => {
+                self.open_parts.retain(|(pid, _)| pid != id);
+                self.parts.push(Part::Reasoning {
+                    text: String::new(),
+                    state: StreamState::Streaming,
+                });
+                self.open_parts.push((id.clone(), self.parts.len() - 1));
+            }
+            Chunk::TextDelta { id, delta } | Chunk::ReasoningDelta { id, delta } => {
+                let idx = self
+                    .open_index(id)
+                    .ok_or_else(|| err("no open part with this id"))?;
+                match (&mut self.parts[idx], chunk) {
+                    (Part::Text { text, .. }, Chunk::TextDelta { .. })
+                    | (Part::Reasoning { text, .. }, Chunk::ReasoningDelta { .. }) => {
+                        text.push_str(delta)
+                    }
+                    _ => return Err(err("open part has another type")),
+                }
+            }
+            Chunk::TextEnd { id } | Chunk::ReasoningEnd { id } => {
+                let idx = self
+                    .open_index(id)
+                    .ok_or_else(|| err("no open part with this id"))?;
+                self.close(id);
+                if let Part::Text { state, .. } | Part::Reasoning { state, .. } =
+                    &mut self.parts[idx]
+                {
+                    *state = StreamState::Done;
+                }
+            }
+            Chunk::ToolInputStart {
+                tool_call_id,
+                tool_name,
+                title,
+            } => {
+                self.parts.push(Part::Tool {
+                    tool_name: tool_name.clone(),
+                    tool_call_id: tool_call_id.clone(),
+                    state: ToolState::InputStreaming,
+                    input: None,
+                    output: None,
+                    error_text: None,
+                    preliminary: None,
+                    title: title.clone(),
+                });
+            }
+            Chunk::ToolInputDelta { tool_call_id, .. } => {
+                // The AI SDK re-parses partial JSON input; we keep input as
+                // sent in `tool-input-available` and only check the part exists.
+                self.tool_index(tool_call_id)
+                    .ok_or_else(|| err("no tool part with this toolCallId"))?;
+            }
+            Chunk::ToolInputAvailable {
+                tool_call_id,
+                tool_name,
+                input,
+                title,
+            } => match self.tool_index(tool_call_id) {
+                Some(i) => {
+                    if let Part::Tool {
+                        state,
+                        input: inp,
+                        output,
+                        error_text,
+                        preliminary,
+                        title: t,
+                        ..
+                    } = &mut self.parts[i]
+                    {
+                        *state = ToolState::InputAvailable;
+                        *inp = Some(input.clone());
+                        *output = None;
+                        *error_text = None;
+                        *preliminary = None;
+                        if title.is_some() {
+                            *t = title.clone();
+                        }
+                    }
+                }
+                None => self.parts.push(Part::Tool {
+                    tool_name: tool_name.clone(),
+                    tool_call_id: tool_call_id.clone(),
+                    state: ToolState::InputAvailable,
+                    input: Some(input.clone()),
+                    output: None,
+                    error_text: None,
+                    preliminary: None,
+                    title: title.clone(),
+                }),
+            },
+            Chunk::ToolOutputAvailable {
+                tool_call_id,
+                output,
+                preliminary,
+            } => {
+                let i = self
+                    .tool_index(tool_call_id)
+                    .ok_or_else(|| err("no tool part with this toolCallId"))?;
+                if let Part::Tool {
+                    state,
+                    output: out,
+                    error_text,
+                    preliminary: pre,
+                    ..
+                } = &mut self.parts[i]
+                {
+                    *state = ToolState::OutputAvailable;
+                    *out = Some(output.clone());
+                    *error_text = None;
+                    *pre = preliminary.then_some(true);
+                }
+            }
+            Chunk::ToolOutputError {
+                tool_call_id,
+                error_text,
+            } => {
+                let i = self
+                    .tool_index(tool_call_id)
+                    .ok_or_else(|| err("no tool part with this toolCallId"))?;
+                if let Part::Tool {
+                    state,
+                    output,
+                    error_text: e,
+                    preliminary,
+                    ..
+                } = &mut self.parts[i]
+                {
+                    *state = ToolState::OutputError;
+                    *output = None;
+                    *e = Some(error_text.clone());
+                    *preliminary = None;
+                }
+            }
+            Chunk::ToolOutputDenied { tool_call_id } => {
+                let i = self
+                    .tool_index(tool_call_id)
+                    .ok_or_else(|| err("no tool part with this toolCallId"))?;
+                if let Part::Tool { state, .. } = &mut self.parts[i] {
+                    *state = ToolState::OutputDenied;
+                }
+            }
+            Chunk::SourceUrl {
+                source_id,
+                url,
+                title,
+            } => self.parts.push(Part::SourceUrl {
+                source_id: source_id.clone(),
+                url: url.clone(),
+                title: title.clone(),
+            }),
+            Chunk::File { url, media_type } => self.parts.push(Part::File {
+                url: url.clone(),
+                media_type: media_type.clone(),
+            }),
+            Chunk::Data {
+                name,
+                id,
+                data,
+                transient,
+            } => {
+                if *transient {
+                    return Ok(());
+                }
+                let existing = id.as_ref().and_then(|id| {
+                    self.parts.iter().position(|p| {
+                        matches!(p, Part::Data { name: n, id: Some(pid), .. } if n == name && pid == id)
+                    })
+                });
+                let part = Part::Data {
+                    name: name.clone(),
+                    id: id.clone(),
+                    data: data.clone(),
+                };
+                match existing {
+                    Some(i) => self.parts[i] = part,
+                    None => self.parts.push(part),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Concatenated text of all text parts.
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn text_delta_without_start_is_rejected_and_changes_nothing() {
+        let mut m = Message::new("m", Role::Assistant, 1);
+        let e = m
+            .apply(&Chunk::TextDelta {
+                id: "t".into(),
+                delta: "x".into(),
+            })
+            .unwrap_err();
+        assert_eq!(e.chunk_type, "text-delta");
+        assert!(m.parts.is_empty());
+    }
+
+    #[test]
+    fn parts_round_trip_through_json() {
+        let mut m = Message::new("m", Role::Assistant, 1);
+        for c in [
+            Chunk::TextStart { id: "a".into() },
+            Chunk::TextDelta {
+                id: "a".into(),
+                delta: "hi".into(),
+            },
+            Chunk::TextEnd { id: "a".into() },
+            Chunk::ToolInputAvailable {
+                tool_call_id: "t".into(),
+                tool_name: "search".into(),
+                input: json!({"q": 1}),
+                title: None,
+            },
+            Chunk::ToolOutputAvailable {
+                tool_call_id: "t".into(),
+                output: json!("ok"),
+                preliminary: false,
+            },
+            Chunk::data("artifact-card", "a1", json!({"artifactId": "a1"})),
+            Chunk::data("artifact-card", "a1", json!({"artifactId": "a1", "v": 2})),
+        ] {
+            m.apply(&c).unwrap();
+        }
+        assert_eq!(m.parts.len(), 3, "same data id replaces in place");
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(v["parts"][0], json!({"type":"text","text":"hi","state":"done"}));
+        assert_eq!(
+            v["parts"][1],
+            json!({"type":"tool-search","toolCallId":"t","state":"output-available","input":{"q":1},"output":"ok"})
+        );
+        let back: Message = serde_json::from_value(v).unwrap();
+        assert_eq!(back, m);
+    }
+}
