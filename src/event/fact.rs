@@ -151,6 +151,9 @@ pub struct Fact {
     pub refs: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub raw_event_ref: Option<String>,
+    /// Top-level fields of neither envelope, kept as sent (redacted).
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub extra: Map<String, Value>,
 }
 
 impl Fact {
@@ -181,6 +184,7 @@ impl Fact {
             evidence_refs: Vec::new(),
             refs: None,
             raw_event_ref: None,
+            extra: Map::new(),
         }
     }
 

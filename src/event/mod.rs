@@ -1,7 +1,11 @@
 //! Wire envelopes (Lime, Agent UI), normalisation to one [`Fact`], class
 //! aliases, validation codes and redaction. Knows nothing about HTTP.
 
+pub mod body;
 pub mod classes;
 pub mod fact;
+pub mod normalize;
+pub mod redact;
 
 pub use fact::{Envelope, Fact, ScopeIds, Taxonomy};
+pub use normalize::{normalize, Issue, Limits, Normalized};

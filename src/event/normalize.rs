@@ -1,0 +1,750 @@
+//! Normalisation of one wire event (Lime or Agent UI envelope) into a
+//! [`Fact`], with the validation codes of seed 002 / PROTOCOL section 1.
+//!
+//! The envelopes are read leniently: only the class (`type` or `eventClass`)
+//! is required, but every field that is present must have the right type.
+//! Unknown top-level fields are kept (redacted) in `Fact::extra`.
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::classes;
+use super::fact::{Envelope, Fact, ScopeIds, Taxonomy};
+use super::redact;
+
+/// Stable validation codes.
+pub mod code {
+    pub const SCHEMA_MISMATCH: &str = "schema_mismatch";
+    pub const MISSING_SCOPE_ID: &str = "missing_scope_id";
+    pub const SEQUENCE_GAP: &str = "sequence_gap";
+    pub const SECRET_LEAK_RISK: &str = "secret_leak_risk";
+    pub const LARGE_PAYLOAD_INLINE: &str = "large_payload_inline";
+}
+
+/// One finding about one event: an error (rejects the batch) or a warning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issue {
+    pub code: &'static str,
+    /// JSON pointer inside the event (`/toolCallId`, `/payload/apiKey`).
+    pub path: String,
+    pub message: String,
+}
+
+impl Issue {
+    fn new(code: &'static str, path: impl Into<String>, message: impl Into<String>) -> Self {
+        Issue {
+            code,
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Limits the normaliser enforces.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Payload JSON text above this is accepted with a `large_payload_inline` warning.
+    pub inline_payload_bytes: usize,
+    /// Payload JSON text above this is rejected (`large_payload_inline`, 413).
+    pub hard_payload_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            inline_payload_bytes: 32_000,
+            hard_payload_bytes: 1_048_576,
+        }
+    }
+}
+
+/// An accepted event: its fact and its warnings.
+#[derive(Debug, Clone)]
+pub struct Normalized {
+    pub fact: Fact,
+    pub warnings: Vec<Issue>,
+}
+
+const STRING_IDS: &[&str] = &[
+    "runtimeId",
+    "sessionId",
+    "threadId",
+    "runId",
+    "turnId",
+    "stepId",
+    "messageId",
+    "partId",
+    "taskId",
+    "parentTaskId",
+    "agentId",
+    "subagentId",
+    "workerId",
+    "parentSessionId",
+    "parentThreadId",
+    "toolCallId",
+    "actionId",
+    "artifactId",
+    "evidenceId",
+    "handoffId",
+    "reviewId",
+    "channelId",
+    "diagnosticId",
+    "traceId",
+    "spanId",
+    "attemptId",
+];
+
+const STRING_FIELDS: &[&str] = &[
+    "kind",
+    "status",
+    "title",
+    "detail",
+    "createdAt",
+    "timestamp",
+    "completedAt",
+    "schemaVersion",
+    "sourceType",
+    "model",
+    "owner",
+    "scope",
+    "phase",
+    "surface",
+    "persistence",
+    "control",
+    "topology",
+    "rawEventRef",
+];
+
+const REF_LISTS: &[&str] = &["refIds", "artifactRefs", "evidenceRefs"];
+
+const OTHER_KNOWN: &[&str] = &["id", "type", "eventClass", "sequence", "payload", "refs"];
+
+/// Normalise one event. `index` is only used for messages.
+pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> {
+    let Value::Object(mut obj) = raw else {
+        return Err(vec![Issue::new(
+            code::SCHEMA_MISMATCH,
+            "",
+            "an event must be a JSON object",
+        )]);
+    };
+    let mut errors = Vec::new();
+    let mut warnings = Vec::new();
+
+    // Redact before anything else reads the values.
+    let mut redacted_paths = Vec::new();
+    for key in ["payload", "refs"] {
+        if let Some(v) = obj.get_mut(key) {
+            redacted_paths.extend(redact::redact(v, &format!("/{key}")));
+        }
+    }
+    for (k, v) in obj.iter_mut() {
+        if STRING_IDS.contains(&k.as_str())
+            || STRING_FIELDS.contains(&k.as_str())
+            || REF_LISTS.contains(&k.as_str())
+            || OTHER_KNOWN.contains(&k.as_str())
+        {
+            continue;
+        }
+        if redact::is_secret_key(k) && !v.is_null() {
+            *v = Value::String(redact::REDACTED.into());
+            redacted_paths.push(format!("/{k}"));
+        } else {
+            redacted_paths.extend(redact::redact(v, &format!("/{k}")));
+        }
+    }
+    for p in redacted_paths {
+        warnings.push(Issue::new(
+            code::SECRET_LEAK_RISK,
+            p,
+            "credential-like key; its value was redacted before storage",
+        ));
+    }
+
+    let take_str = |obj: &mut Map<String, Value>, key: &str, errors: &mut Vec<Issue>| {
+        match obj.remove(key) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s),
+            Some(other) => {
+                errors.push(Issue::new(
+                    code::SCHEMA_MISMATCH,
+                    format!("/{key}"),
+                    format!("`{key}` must be a string, got {}", type_name(&other)),
+                ));
+                None
+            }
+        }
+    };
+
+    // Class and envelope.
+    let ty = take_str(&mut obj, "type", &mut errors);
+    let event_class = take_str(&mut obj, "eventClass", &mut errors);
+    let (envelope, source_class) = match (&ty, &event_class) {
+        (Some(t), Some(c)) => {
+            if classes::canonical(t) != classes::canonical(c) {
+                errors.push(Issue::new(
+                    code::SCHEMA_MISMATCH,
+                    "/type",
+                    format!("`type` ({t}) and `eventClass` ({c}) name different classes"),
+                ));
+            }
+            (Envelope::AgentUi, t.clone())
+        }
+        (Some(t), None) => (Envelope::AgentUi, t.clone()),
+        (None, Some(c)) => (Envelope::Lime, c.clone()),
+        (None, None) => (Envelope::Lime, String::new()),
+    };
+
+    let id = match obj.remove("id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if !s.is_empty() => Some(s),
+        Some(Value::String(_)) => {
+            errors.push(Issue::new(
+                code::SCHEMA_MISMATCH,
+                "/id",
+                "`id` must not be empty",
+            ));
+            None
+        }
+        Some(other) => {
+            errors.push(Issue::new(
+                code::SCHEMA_MISMATCH,
+                "/id",
+                format!("`id` must be a string, got {}", type_name(&other)),
+            ));
+            None
+        }
+    };
+
+    let mut ids = ScopeIds::default();
+    {
+        let mut s = |key: &str| take_str(&mut obj, key, &mut errors);
+        ids.runtime_id = s("runtimeId");
+        ids.session_id = s("sessionId");
+        ids.thread_id = s("threadId");
+        ids.run_id = s("runId");
+        ids.turn_id = s("turnId");
+        ids.step_id = s("stepId");
+        ids.message_id = s("messageId");
+        ids.part_id = s("partId");
+        ids.task_id = s("taskId");
+        ids.parent_task_id = s("parentTaskId");
+        ids.agent_id = s("agentId");
+        ids.subagent_id = s("subagentId");
+        ids.worker_id = s("workerId");
+        ids.parent_session_id = s("parentSessionId");
+        ids.parent_thread_id = s("parentThreadId");
+        ids.tool_call_id = s("toolCallId");
+        ids.action_id = s("actionId");
+        ids.artifact_id = s("artifactId");
+        ids.evidence_id = s("evidenceId");
+        ids.handoff_id = s("handoffId");
+        ids.review_id = s("reviewId");
+        ids.channel_id = s("channelId");
+        ids.diagnostic_id = s("diagnosticId");
+        ids.trace_id = s("traceId");
+        ids.span_id = s("spanId");
+        ids.attempt_id = s("attemptId");
+    }
+    let mut s = |key: &str| take_str(&mut obj, key, &mut errors);
+    let kind = s("kind");
+    let status = s("status");
+    let title = s("title");
+    let detail = s("detail");
+    let created_at = s("createdAt");
+    let timestamp = s("timestamp");
+    let completed_at = s("completedAt");
+    let schema_version = s("schemaVersion");
+    let source_type = s("sourceType");
+    let model = s("model");
+    let taxonomy = Taxonomy {
+        owner: s("owner"),
+        scope: s("scope"),
+        phase: s("phase"),
+        surface: s("surface"),
+        persistence: s("persistence"),
+        control: s("control"),
+        topology: s("topology"),
+    };
+    let raw_event_ref = s("rawEventRef");
+
+    let sequence = match obj.remove("sequence") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
+        Some(other) => {
+            errors.push(Issue::new(
+                code::SCHEMA_MISMATCH,
+                "/sequence",
+                format!(
+                    "`sequence` must be a non-negative integer, got {}",
+                    short(&other)
+                ),
+            ));
+            None
+        }
+    };
+
+    let payload = match obj.remove("payload") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(other) => {
+            errors.push(Issue::new(
+                code::SCHEMA_MISMATCH,
+                "/payload",
+                format!("`payload` must be an object, got {}", type_name(&other)),
+            ));
+            Map::new()
+        }
+    };
+
+    let mut ref_list = |key: &str, errors: &mut Vec<Issue>| -> Vec<String> {
+        match obj.remove(key) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (i, it) in items.into_iter().enumerate() {
+                    match it {
+                        Value::String(s) => out.push(s),
+                        other => errors.push(Issue::new(
+                            code::SCHEMA_MISMATCH,
+                            format!("/{key}/{i}"),
+                            format!("`{key}` items must be strings, got {}", type_name(&other)),
+                        )),
+                    }
+                }
+                out
+            }
+            Some(other) => {
+                errors.push(Issue::new(
+                    code::SCHEMA_MISMATCH,
+                    format!("/{key}"),
+                    format!("`{key}` must be an array of strings, got {}", type_name(&other)),
+                ));
+                Vec::new()
+            }
+        }
+    };
+    let ref_ids = ref_list("refIds", &mut errors);
+    let artifact_refs = ref_list("artifactRefs", &mut errors);
+    let evidence_refs = ref_list("evidenceRefs", &mut errors);
+
+    let refs = match obj.remove("refs") {
+        None | Some(Value::Null) => None,
+        Some(v @ (Value::Object(_) | Value::Array(_))) => Some(v),
+        Some(other) => {
+            errors.push(Issue::new(
+                code::SCHEMA_MISMATCH,
+                "/refs",
+                format!("`refs` must be an object or an array, got {}", type_name(&other)),
+            ));
+            None
+        }
+    };
+
+    // Class checks.
+    let class_path = if envelope == Envelope::AgentUi {
+        "/type"
+    } else {
+        "/eventClass"
+    };
+    let source_class = if source_class.is_empty() {
+        match &kind {
+            // A Lime event may omit `eventClass`; its `kind` then stands as an
+            // (unknown) class, kept honestly.
+            Some(k) if !k.is_empty() => k.clone(),
+            _ => {
+                errors.push(Issue::new(
+                    code::SCHEMA_MISMATCH,
+                    "/type",
+                    "an event needs a class: `type` (Agent UI) or `eventClass` (Lime)",
+                ));
+                String::new()
+            }
+        }
+    } else {
+        source_class
+    };
+    if classes::is_retired(&source_class) {
+        errors.push(Issue::new(
+            code::SCHEMA_MISMATCH,
+            class_path,
+            format!(
+                "`{source_class}` is a retired end-of-turn name; use turn.completed, turn.failed or turn.canceled"
+            ),
+        ));
+    }
+    if let Some(v) = &schema_version {
+        if !v.starts_with("lime-runtime-event/") && !v.starts_with("agent-ui/") {
+            errors.push(Issue::new(
+                code::SCHEMA_MISMATCH,
+                "/schemaVersion",
+                format!("unsupported schemaVersion `{v}`"),
+            ));
+        }
+    }
+    let class = classes::canonical(&source_class).to_string();
+
+    // Payload size.
+    let payload_len = serde_json::to_vec(&payload).map(|v| v.len()).unwrap_or(0);
+    if payload_len > limits.hard_payload_bytes {
+        errors.push(Issue::new(
+            code::LARGE_PAYLOAD_INLINE,
+            "/payload",
+            format!(
+                "payload is {payload_len} bytes, over the hard limit of {} bytes; send large bodies as refs",
+                limits.hard_payload_bytes
+            ),
+        ));
+    } else if payload_len > limits.inline_payload_bytes {
+        warnings.push(Issue::new(
+            code::LARGE_PAYLOAD_INLINE,
+            "/payload",
+            format!(
+                "payload is {payload_len} bytes, over the inline limit of {} bytes; prefer refs",
+                limits.inline_payload_bytes
+            ),
+        ));
+    }
+
+    let mut fact = Fact {
+        id: String::new(),
+        derived_id: false,
+        class,
+        source_class,
+        envelope,
+        kind,
+        status,
+        title,
+        detail,
+        sequence,
+        timestamp: created_at.or(timestamp),
+        completed_at,
+        schema_version,
+        source_type,
+        model,
+        ids,
+        taxonomy,
+        payload,
+        ref_ids,
+        artifact_refs,
+        evidence_refs,
+        refs,
+        raw_event_ref,
+        extra: obj,
+    };
+
+    if errors.is_empty() {
+        errors.extend(missing_scope_ids(&fact));
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+
+    if fact.kind.is_none() {
+        fact.kind = fact.class.split('.').next().map(str::to_string);
+    }
+    if fact.status.is_none() {
+        fact.status = classes::derived_status(&fact.class).map(str::to_string);
+    }
+    match id {
+        Some(id) => fact.id = id,
+        None => {
+            fact.id = derive_id(&fact);
+            fact.derived_id = true;
+        }
+    }
+    Ok(Normalized { fact, warnings })
+}
+
+fn payload_has(fact: &Fact, key: &str) -> bool {
+    fact.payload
+        .get(key)
+        .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+}
+
+/// `missing_scope_id` rules: a family's facts must carry the id that scopes them.
+fn missing_scope_ids(f: &Fact) -> Vec<Issue> {
+    let ids = &f.ids;
+    let source_family = f.source_class.split('.').next().unwrap_or("");
+    let need = |ok: bool, path: &str, what: &str| -> Option<Issue> {
+        (!ok).then(|| {
+            Issue::new(
+                code::MISSING_SCOPE_ID,
+                path,
+                format!("`{}` requires {what}", f.source_class),
+            )
+        })
+    };
+    let issue = match source_family {
+        "tool" if f.class != "tool.catalog.resolved" => {
+            need(ids.tool_call_id.is_some(), "/toolCallId", "`toolCallId`")
+        }
+        "action" => need(ids.action_id.is_some(), "/actionId", "`actionId`"),
+        "artifact" => need(
+            ids.artifact_id.is_some() || !f.artifact_refs.is_empty(),
+            "/artifactId",
+            "`artifactId` or `artifactRefs`",
+        ),
+        "evidence" | "review" => need(
+            ids.evidence_id.is_some() || !f.evidence_refs.is_empty(),
+            "/evidenceId",
+            "`evidenceId` or `evidenceRefs`",
+        ),
+        "task" => need(ids.task_id.is_some(), "/taskId", "`taskId`"),
+        "subagent" => need(ids.subagent_id.is_some(), "/subagentId", "`subagentId`"),
+        "agent" => need(
+            ids.agent_id.is_some() || ids.subagent_id.is_some(),
+            "/agentId",
+            "`agentId` or `subagentId`",
+        ),
+        "worker" => need(
+            ids.worker_id.is_some()
+                || ids.subagent_id.is_some()
+                || ids.agent_id.is_some()
+                || ids.task_id.is_some(),
+            "/workerId",
+            "`workerId`, `subagentId`, `agentId` or `taskId`",
+        ),
+        "handoff" => need(
+            ids.handoff_id.is_some() || payload_has(f, "handoffId"),
+            "/handoffId",
+            "`handoffId` (or `payload.handoffId`)",
+        ),
+        "channel" => need(ids.channel_id.is_some(), "/channelId", "`channelId`"),
+        "patch" => need(
+            ids.tool_call_id.is_some() || payload_has(f, "patchId"),
+            "/toolCallId",
+            "`toolCallId` (or `payload.patchId`)",
+        ),
+        "command" => need(
+            ids.tool_call_id.is_some() || payload_has(f, "commandId"),
+            "/toolCallId",
+            "`toolCallId` (or `payload.commandId`)",
+        ),
+        "test" => need(
+            ids.tool_call_id.is_some() || payload_has(f, "testRunId"),
+            "/toolCallId",
+            "`toolCallId` (or `payload.testRunId`)",
+        ),
+        "file" => need(
+            ids.tool_call_id.is_some()
+                || ids.artifact_id.is_some()
+                || !f.artifact_refs.is_empty()
+                || payload_has(f, "path"),
+            "/artifactId",
+            "`artifactId`, `artifactRefs`, `toolCallId` or `payload.path`",
+        ),
+        _ => None,
+    };
+    issue.into_iter().collect()
+}
+
+/// The idempotency key of an event sent without `id`: its scope and
+/// `sequence` when it has one, else a hash of its normalised content.
+pub fn derive_id(f: &Fact) -> String {
+    let mut h = Sha256::new();
+    match f.sequence {
+        Some(seq) => {
+            let i = &f.ids;
+            for part in [
+                &i.runtime_id,
+                &i.session_id,
+                &i.thread_id,
+                &i.run_id,
+                &i.turn_id,
+                &i.task_id,
+                &i.agent_id,
+                &i.subagent_id,
+            ] {
+                h.update(part.as_deref().unwrap_or("").as_bytes());
+                h.update([0u8]);
+            }
+            h.update(seq.to_be_bytes());
+            format!("seq-{}", hex(&h.finalize()[..12]))
+        }
+        None => {
+            let mut v = serde_json::to_value(f).unwrap_or(Value::Null);
+            canonicalize(&mut v);
+            h.update(v.to_string().as_bytes());
+            format!("sha-{}", hex(&h.finalize()[..12]))
+        }
+    }
+}
+
+fn canonicalize(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(String, Value)> = std::mem::take(m).into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            for (k, mut val) in entries {
+                canonicalize(&mut val);
+                m.insert(k, val);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(canonicalize),
+        _ => {}
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.len() > 40 {
+        format!("{}…", &s[..s.floor_char_boundary_compat(40)])
+    } else {
+        s
+    }
+}
+
+trait FloorCharBoundary {
+    fn floor_char_boundary_compat(&self, i: usize) -> usize;
+}
+
+impl FloorCharBoundary for str {
+    fn floor_char_boundary_compat(&self, mut i: usize) -> usize {
+        while i > 0 && !self.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ok(v: Value) -> Normalized {
+        normalize(v, &Limits::default()).expect("valid")
+    }
+
+    fn err(v: Value) -> Vec<Issue> {
+        normalize(v, &Limits::default()).expect_err("invalid")
+    }
+
+    #[test]
+    fn lime_envelope_normalises_with_alias() {
+        let n = ok(json!({
+            "id": "e1", "schemaVersion": "lime-runtime-event/v0.1", "runtimeId": "rt",
+            "eventClass": "model.delta", "kind": "model", "status": "running", "sequence": 3,
+            "title": "t", "createdAt": "2026-06-10T00:00:00Z", "payload": {"delta": "hi"},
+            "x-ext": {"k": 1}
+        }));
+        let f = n.fact;
+        assert_eq!(f.class, "text.delta");
+        assert_eq!(f.source_class, "model.delta");
+        assert_eq!(f.envelope, Envelope::Lime);
+        assert_eq!(f.sequence, Some(3));
+        assert_eq!(f.timestamp.as_deref(), Some("2026-06-10T00:00:00Z"));
+        assert_eq!(f.extra["x-ext"], json!({"k": 1}));
+        assert!(n.warnings.is_empty());
+    }
+
+    #[test]
+    fn agent_ui_envelope_derives_kind_and_status() {
+        let f = ok(json!({"type": "run.finished", "owner": "runtime", "scope": "run", "phase": "completed", "runId": "r1"})).fact;
+        assert_eq!(f.class, "run.finished");
+        assert_eq!(f.envelope, Envelope::AgentUi);
+        assert_eq!(f.kind.as_deref(), Some("run"));
+        assert_eq!(f.status.as_deref(), Some("completed"));
+        assert_eq!(f.taxonomy.owner.as_deref(), Some("runtime"));
+        assert!(f.derived_id);
+    }
+
+    #[test]
+    fn schema_mismatch_cases() {
+        for (v, path) in [
+            (json!({"type": 5}), "/type"),
+            (json!({"title": "x"}), "/type"),
+            (json!({"type": "text.delta", "sequence": -1}), "/sequence"),
+            (json!({"type": "text.delta", "sequence": "3"}), "/sequence"),
+            (json!({"type": "text.delta", "payload": [1]}), "/payload"),
+            (json!({"type": "text.delta", "refIds": ["a", 2]}), "/refIds/1"),
+            (json!({"type": "text.delta", "turnId": 7}), "/turnId"),
+            (json!({"eventClass": "turn.cancelled"}), "/eventClass"),
+            (json!({"eventClass": "done"}), "/eventClass"),
+            (json!({"type": "text.delta", "eventClass": "tool.started"}), "/type"),
+            (json!({"type": "text.delta", "id": ""}), "/id"),
+        ] {
+            let e = err(v.clone());
+            assert_eq!(e[0].code, code::SCHEMA_MISMATCH, "{v}");
+            assert_eq!(e[0].path, path, "{v}");
+        }
+        assert_eq!(err(json!([1]))[0].code, code::SCHEMA_MISMATCH);
+    }
+
+    #[test]
+    fn missing_scope_id_cases() {
+        for v in [
+            json!({"type": "tool.started"}),
+            json!({"type": "action.required"}),
+            json!({"type": "artifact.changed"}),
+            json!({"type": "evidence.changed"}),
+            json!({"eventClass": "review.verdict", "reviewId": "r"}),
+            json!({"eventClass": "task.created"}),
+            json!({"eventClass": "subagent.started", "taskId": "t"}),
+            json!({"eventClass": "handoff.requested"}),
+            json!({"eventClass": "channel.opened"}),
+            json!({"eventClass": "command.started"}),
+        ] {
+            let e = err(v.clone());
+            assert_eq!(e[0].code, code::MISSING_SCOPE_ID, "{v}");
+        }
+        ok(json!({"type": "artifact.changed", "artifactRefs": ["a"]}));
+        ok(json!({"eventClass": "handoff.requested", "payload": {"handoffId": "h"}}));
+        ok(json!({"eventClass": "tool.catalog.resolved"}));
+    }
+
+    #[test]
+    fn secrets_are_redacted_with_warnings() {
+        let n = ok(json!({"type": "tool.started", "toolCallId": "t",
+            "payload": {"apiKey": "sk-live", "max_tokens": 10}, "authorization": "Bearer x"}));
+        assert_eq!(n.fact.payload["apiKey"], redact::REDACTED);
+        assert_eq!(n.fact.payload["max_tokens"], 10);
+        assert_eq!(n.fact.extra["authorization"], redact::REDACTED);
+        let paths: Vec<_> = n.warnings.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(paths, vec!["/payload/apiKey", "/authorization"]);
+        assert!(n.warnings.iter().all(|w| w.code == code::SECRET_LEAK_RISK));
+        assert!(!serde_json::to_string(&n.fact).unwrap().contains("sk-live"));
+    }
+
+    #[test]
+    fn payload_limits() {
+        let limits = Limits {
+            inline_payload_bytes: 100,
+            hard_payload_bytes: 1000,
+        };
+        let big = "x".repeat(200);
+        let n = normalize(json!({"type": "x.y", "payload": {"b": big}}), &limits).unwrap();
+        assert_eq!(n.warnings[0].code, code::LARGE_PAYLOAD_INLINE);
+        let huge = "x".repeat(2000);
+        let e = normalize(json!({"type": "x.y", "payload": {"b": huge}}), &limits).unwrap_err();
+        assert_eq!(e[0].code, code::LARGE_PAYLOAD_INLINE);
+    }
+
+    #[test]
+    fn derived_ids_are_stable() {
+        let a = ok(json!({"type": "text.delta", "turnId": "t", "sequence": 4, "payload": {"delta": "a"}})).fact;
+        let b = ok(json!({"payload": {"delta": "b"}, "sequence": 4, "turnId": "t", "type": "text.delta"})).fact;
+        assert_eq!(a.id, b.id, "same scope and sequence: same key");
+        let c = ok(json!({"type": "x.y", "payload": {"a": 1, "b": 2}})).fact;
+        let d = ok(json!({"payload": {"b": 2, "a": 1}, "type": "x.y"})).fact;
+        assert_eq!(c.id, d.id, "content hash ignores key order");
+        let e = ok(json!({"type": "x.y", "payload": {"a": 2}})).fact;
+        assert_ne!(c.id, e.id);
+    }
+}
