@@ -1,0 +1,276 @@
+//! Configuration: embedded `config/default.toml` -> optional file -> env
+//! (`PROJECTOR_`, `__` for nesting) -> CLI overrides; validated once.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::providers::{Format, Serialized, Toml};
+use figment::Figment;
+use serde::{Deserialize, Serialize};
+
+use crate::projection::ProjectionConfig;
+
+/// The defaults, compiled into the binary.
+pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+
+/// Which event store backs the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// In memory, lost on restart.
+    Memory,
+    /// Durable redb database under `data_dir`.
+    Embedded,
+}
+
+/// The whole configuration (see `config/default.toml` for every key).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub store: StoreKind,
+    pub data_dir: PathBuf,
+    pub ingest: IngestConfig,
+    pub projection: ProjectionConfig,
+    pub sessions: SessionsConfig,
+    pub retention: RetentionConfig,
+    pub stream: StreamConfig,
+    pub http: HttpConfig,
+    pub log: LogConfig,
+}
+
+/// `[ingest]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IngestConfig {
+    pub max_body_bytes: usize,
+    pub max_events_per_batch: usize,
+    pub inline_payload_bytes: usize,
+    pub hard_payload_bytes: usize,
+}
+
+/// `[sessions]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsConfig {
+    pub idle_evict_secs: u64,
+    pub mailbox: usize,
+    pub checkpoint_every: u64,
+}
+
+/// `[retention]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionConfig {
+    pub max_events_per_session: u64,
+}
+
+/// `[stream]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamConfig {
+    pub heartbeat_secs: u64,
+    pub live_buffer: usize,
+    pub replay_page: usize,
+}
+
+/// `[http]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    pub cors_allowed_origins: Vec<String>,
+}
+
+/// `[log]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    pub level: String,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Overrides from the command line (highest precedence).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Overrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// A configuration that cannot be loaded or is invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration: {0}")]
+    Figment(#[from] Box<figment::Error>),
+    #[error("config file {0} does not exist")]
+    MissingFile(PathBuf),
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Load with the full layering. `env` is the environment to read
+    /// (pass `std::env::vars()` in production, a fixed list in tests).
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        overrides: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        let mut fig = Figment::from(Toml::string(DEFAULT_TOML));
+        if let Some(path) = file {
+            if !path.exists() {
+                return Err(ConfigError::MissingFile(path.to_path_buf()));
+            }
+            fig = fig.merge(Toml::file(path));
+        }
+        let vars: Vec<(String, String)> = env
+            .into_iter()
+            .filter(|(k, _)| k.starts_with("PROJECTOR_"))
+            .collect();
+        fig = fig
+            .merge(env_provider(vars))
+            .merge(Serialized::defaults(overrides));
+        let cfg: Config = fig.extract().map_err(Box::new)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// The defaults alone (tests).
+    pub fn defaults() -> Config {
+        Config::load(None, Vec::new(), &Overrides::default()).expect("embedded defaults are valid")
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(m.to_string()));
+        if self.ingest.max_events_per_batch == 0 {
+            return bad("ingest.max_events_per_batch must be at least 1");
+        }
+        if self.ingest.inline_payload_bytes > self.ingest.hard_payload_bytes {
+            return bad("ingest.inline_payload_bytes must not exceed ingest.hard_payload_bytes");
+        }
+        if self.stream.live_buffer == 0 || self.stream.replay_page == 0 {
+            return bad("stream.live_buffer and stream.replay_page must be at least 1");
+        }
+        if self.stream.heartbeat_secs == 0 {
+            return bad("stream.heartbeat_secs must be at least 1");
+        }
+        if self.sessions.mailbox == 0 || self.sessions.checkpoint_every == 0 {
+            return bad("sessions.mailbox and sessions.checkpoint_every must be at least 1");
+        }
+        if self.retention.max_events_per_session < self.sessions.checkpoint_every {
+            return bad("retention.max_events_per_session must be at least sessions.checkpoint_every");
+        }
+        Ok(())
+    }
+}
+
+/// Env vars as a figment provider: `PROJECTOR_STREAM__HEARTBEAT_SECS` ->
+/// `stream.heartbeat_secs`.
+fn env_provider(vars: Vec<(String, String)>) -> figment::providers::Serialized<serde_json::Value> {
+    let mut root = serde_json::Map::new();
+    for (k, v) in vars {
+        let key = k["PROJECTOR_".len()..].to_ascii_lowercase();
+        let parts: Vec<String> = key.split("__").map(str::to_string).collect();
+        let value = parse_env_value(&v);
+        insert_path(&mut root, &parts, value);
+    }
+    Serialized::defaults(serde_json::Value::Object(root))
+}
+
+fn parse_env_value(v: &str) -> serde_json::Value {
+    // Numbers, booleans and arrays in TOML syntax; anything else is a string.
+    let probe = format!("v = {v}");
+    match toml_value(&probe) {
+        Some(val) => val,
+        None => serde_json::Value::String(v.to_string()),
+    }
+}
+
+fn toml_value(doc: &str) -> Option<serde_json::Value> {
+    let fig = Figment::from(Toml::string(doc));
+    fig.extract_inner::<serde_json::Value>("v").ok()
+}
+
+fn insert_path(root: &mut serde_json::Map<String, serde_json::Value>, parts: &[String], v: serde_json::Value) {
+    match parts {
+        [] => {}
+        [last] => {
+            root.insert(last.clone(), v);
+        }
+        [head, rest @ ..] => {
+            let entry = root
+                .entry(head.clone())
+                .or_insert_with(|| serde_json::Value::Object(Default::default()));
+            if !entry.is_object() {
+                *entry = serde_json::Value::Object(Default::default());
+            }
+            if let serde_json::Value::Object(m) = entry {
+                insert_path(m, rest, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn defaults_load() {
+        let c = Config::defaults();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.store, StoreKind::Embedded);
+        assert_eq!(c.ingest.inline_payload_bytes, 32_000);
+        assert_eq!(c.retention.max_events_per_session, 100_000);
+    }
+
+    #[test]
+    fn env_then_flags_override() {
+        let c = Config::load(
+            None,
+            env(&[
+                ("PROJECTOR_LISTEN", "0.0.0.0:9000"),
+                ("PROJECTOR_STORE", "memory"),
+                ("PROJECTOR_STREAM__HEARTBEAT_SECS", "3"),
+                ("PROJECTOR_RETENTION__MAX_EVENTS_PER_SESSION", "5000"),
+                ("PROJECTOR_HTTP__CORS_ALLOWED_ORIGINS", r#"["http://a.test"]"#),
+                ("OTHER_VAR", "x"),
+            ]),
+            &Overrides {
+                listen: Some("127.0.0.1:7000".parse().unwrap()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:7000");
+        assert_eq!(c.store, StoreKind::Memory);
+        assert_eq!(c.stream.heartbeat_secs, 3);
+        assert_eq!(c.retention.max_events_per_session, 5000);
+        assert_eq!(c.http.cors_allowed_origins, vec!["http://a.test"]);
+    }
+
+    #[test]
+    fn invalid_values_are_errors() {
+        let e = Config::load(None, env(&[("PROJECTOR_STREAM__LIVE_BUFFER", "0")]), &Overrides::default());
+        assert!(matches!(e, Err(ConfigError::Invalid(_))));
+        let e = Config::load(None, env(&[("PROJECTOR_STORE", "floppy")]), &Overrides::default());
+        assert!(matches!(e, Err(ConfigError::Figment(_))));
+        let e = Config::load(Some(Path::new("/nonexistent.toml")), Vec::new(), &Overrides::default());
+        assert!(matches!(e, Err(ConfigError::MissingFile(_))));
+    }
+}
