@@ -1,7 +1,112 @@
 //! agent-projector: a streaming projection server for AI agent UIs.
+//!
+//! Runtimes POST the facts of a run; the server keeps one projection (read
+//! model) per session in a per-session actor and streams it to browsers over
+//! SSE and WebSocket as Vercel AI SDK `UIMessageChunk` deltas plus
+//! snapshots, with exact replay from any cursor.
+//!
+//! # Layout
+//! - [`config`]: layered configuration (embedded defaults, file, env, flags).
+//! - [`event`]: wire envelopes, normalisation to one `Fact`, validation, redaction.
+//! - [`projection`]: the read model and its pure reducer (fact -> chunks).
+//! - [`frame`]: snapshot/delta/reset frames, encoded once and shared.
+//! - [`store`]: the per-session event log trait and its backends.
+//! - [`session`]: per-session actors and their registry.
+//! - [`stream`]: replay-then-live subscriptions; SSE and WebSocket transports.
+//! - [`http`]: routers, extractors, operations endpoints.
+//! - [`error`]: the problem+json error type.
+//! - [`openapi`]: the OpenAPI document generated from the handlers.
+//!
+//! Dependencies point one way: http -> session -> projection/store; event
+//! and projection know nothing about HTTP.
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod error;
 pub mod event;
+pub mod frame;
+pub mod http;
+pub mod openapi;
 pub mod projection;
+pub mod session;
 pub mod store;
+pub mod stream;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use config::{Config, StoreKind};
+use session::{Registry, RegistryConfig};
+use store::{embedded::EmbeddedLog, memory::MemoryLog, Retention, SharedLog, StoreError};
+
+/// Open the store the configuration names.
+pub fn open_store(cfg: &Config) -> Result<SharedLog, StoreError> {
+    let retention = Retention {
+        max_events_per_session: cfg.retention.max_events_per_session,
+    };
+    Ok(match cfg.store {
+        StoreKind::Memory => Arc::new(MemoryLog::new(retention)),
+        StoreKind::Embedded => Arc::new(EmbeddedLog::open(&cfg.data_dir, retention)?),
+    })
+}
+
+/// The process-wide Prometheus recorder (the `metrics` facade is global).
+pub fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            // Fails only if another recorder is installed; then ours just
+            // renders nothing, which tests would notice.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+/// Serve the API on `listener` until `shutdown` is cancelled; open streams
+/// end on shutdown, then in-flight requests finish.
+pub async fn run(cfg: Config, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let store = open_store(&cfg)?;
+    serve(cfg, store, listener, shutdown).await
+}
+
+/// [`run`] with a store the caller opened.
+pub async fn serve(
+    cfg: Config,
+    store: SharedLog,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let registry = Registry::new(
+        store,
+        RegistryConfig {
+            projection: cfg.projection.clone(),
+            idle_evict: Duration::from_secs(cfg.sessions.idle_evict_secs),
+            mailbox: cfg.sessions.mailbox,
+            checkpoint_every: cfg.sessions.checkpoint_every,
+            live_buffer: cfg.stream.live_buffer,
+            replay_page: cfg.stream.replay_page,
+        },
+        shutdown.clone(),
+    );
+    let state = http::AppState {
+        registry,
+        cfg: Arc::new(cfg),
+        shutdown: shutdown.clone(),
+        metrics: metrics_handle(),
+    };
+    let app = http::router(state);
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "agent-projector listening on http://{addr}");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await?;
+    tracing::info!("agent-projector stopped");
+    Ok(())
+}

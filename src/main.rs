@@ -1,1 +1,171 @@
-fn main(){}
+//! The `agent-projector` binary: parse flags, load config, init tracing,
+//! then serve (default), check health (`healthcheck`, for container
+//! HEALTHCHECKs without curl) or print the OpenAPI document (`openapi`).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use agent_projector::config::{Config, LogFormat, Overrides, StoreKind};
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser, Debug)]
+#[command(name = "agent-projector", version, about = "Streaming projection server for AI agent UIs")]
+struct Cli {
+    /// Address to listen on [env: PROJECTOR_LISTEN] [default: 127.0.0.1:8080].
+    #[arg(long, global = true)]
+    listen: Option<SocketAddr>,
+    /// A TOML config file layered over the embedded defaults.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Event store [env: PROJECTOR_STORE] [default: embedded].
+    #[arg(long, global = true)]
+    store: Option<StoreArg>,
+    /// Data directory of the embedded store [env: PROJECTOR_DATA_DIR] [default: ./data].
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Cmd>,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum StoreArg {
+    Memory,
+    Embedded,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Serve the API (the default).
+    Serve,
+    /// Exit 0 when the server at the configured address answers /readyz.
+    Healthcheck {
+        /// Address to probe; defaults to the configured listen address.
+        #[arg(long)]
+        addr: Option<SocketAddr>,
+    },
+    /// Print the OpenAPI document.
+    Openapi,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let overrides = Overrides {
+        listen: cli.listen,
+        store: cli.store.map(|s| match s {
+            StoreArg::Memory => StoreKind::Memory,
+            StoreArg::Embedded => StoreKind::Embedded,
+        }),
+        data_dir: cli.data_dir.clone(),
+    };
+    let cfg = match Config::load(cli.config.as_deref(), std::env::vars(), &overrides) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("agent-projector: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("agent-projector: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command.unwrap_or(Cmd::Serve) {
+        Cmd::Openapi => {
+            print!("{}", agent_projector::openapi::spec_json());
+            ExitCode::SUCCESS
+        }
+        Cmd::Healthcheck { addr } => rt.block_on(healthcheck(addr.unwrap_or(cfg.listen))),
+        Cmd::Serve => {
+            init_tracing(&cfg);
+            rt.block_on(serve(cfg))
+        }
+    }
+}
+
+fn init_tracing(cfg: &Config) {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(cfg.log.level.clone()));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match cfg.log.format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+async fn serve(cfg: Config) -> ExitCode {
+    let listener = match tokio::net::TcpListener::bind(cfg.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(addr = %cfg.listen, error = %e, "cannot listen");
+            return ExitCode::FAILURE;
+        }
+    };
+    let shutdown = CancellationToken::new();
+    tokio::spawn(signals(shutdown.clone()));
+    match agent_projector::run(cfg, listener, shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "agent-projector failed");
+            eprintln!("agent-projector: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn signals(shutdown: CancellationToken) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+    tracing::info!("shutdown signal received; ending streams");
+    shutdown.cancel();
+}
+
+/// A minimal HTTP/1.0 GET of /readyz; no HTTP client in the image.
+async fn healthcheck(addr: SocketAddr) -> ExitCode {
+    let probe = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        s.write_all(format!("GET /readyz HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await?;
+        Ok::<_, std::io::Error>(buf)
+    };
+    match tokio::time::timeout(Duration::from_secs(3), probe).await {
+        Ok(Ok(buf)) if buf.starts_with(b"HTTP/1.1 200") || buf.starts_with(b"HTTP/1.0 200") => {
+            ExitCode::SUCCESS
+        }
+        Ok(Ok(buf)) => {
+            let line = String::from_utf8_lossy(&buf);
+            eprintln!("not ready: {}", line.lines().next().unwrap_or(""));
+            ExitCode::FAILURE
+        }
+        Ok(Err(e)) => {
+            eprintln!("unreachable: {e}");
+            ExitCode::FAILURE
+        }
+        Err(_) => {
+            eprintln!("timed out");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -172,6 +172,16 @@ impl EventLog for EmbeddedLog {
         .await
     }
 
+    async fn meta(&self, session: &str) -> Result<Option<SessionMeta>, StoreError> {
+        let session = session.to_string();
+        self.blocking(move |db, me| {
+            let r = db.begin_read().map_err(|e| me.err(e))?;
+            let t = r.open_table(META).map_err(|e| me.err(e))?;
+            read_meta(&t, &session)
+        })
+        .await
+    }
+
     async fn append(&self, session: &str, batch: AppendBatch) -> Result<SessionMeta, StoreError> {
         let session = session.to_string();
         self.blocking(move |db, me| {

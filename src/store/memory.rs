@@ -52,6 +52,10 @@ impl EventLog for MemoryLog {
         Ok(self.session(session).meta.clone())
     }
 
+    async fn meta(&self, session: &str) -> Result<Option<SessionMeta>, StoreError> {
+        Ok(self.sessions.get(session).map(|s| s.meta.clone()))
+    }
+
     async fn append(&self, session: &str, batch: AppendBatch) -> Result<SessionMeta, StoreError> {
         let mut s = self.session(session);
         let mut expected = s.meta.head + 1;
@@ -139,8 +143,10 @@ pub(crate) mod tests {
 
     /// The contract every backend must keep.
     pub(crate) async fn contract(log: SharedLog) {
+        assert_eq!(log.meta("s").await.unwrap(), None);
         let meta = log.open("s").await.unwrap();
         assert_eq!((meta.head, meta.first), (0, 1));
+        assert_eq!(log.meta("s").await.unwrap(), Some(meta.clone()));
         let meta2 = log.open("s").await.unwrap();
         assert_eq!(meta.epoch, meta2.epoch, "epoch is stable");
         let m = log

@@ -86,6 +86,9 @@ pub trait EventLog: Send + Sync + 'static {
     /// The session's meta; creates an empty log with a new epoch if unknown.
     async fn open(&self, session: &str) -> Result<SessionMeta, StoreError>;
 
+    /// The session's meta if the session exists (creates nothing).
+    async fn meta(&self, session: &str) -> Result<Option<SessionMeta>, StoreError>;
+
     /// Append a batch atomically. Returns only once the batch is durable
     /// (for durable backends). Cursors must be `head+1 ..` in order.
     async fn append(&self, session: &str, batch: AppendBatch) -> Result<SessionMeta, StoreError>;

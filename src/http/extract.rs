@@ -1,0 +1,63 @@
+//! Extractors whose rejections are problem+json: the validated session id of
+//! the path, and query strings.
+
+use axum::extract::{FromRequestParts, Path, Query};
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use crate::error::Problem;
+
+/// Longest accepted session id.
+pub const MAX_SESSION_ID: usize = 256;
+
+/// A session id from the path: 1 to 256 printable characters, no spaces or
+/// control characters (`/` is allowed when sent as `%2F`, for ids like
+/// `team-a/run-1`).
+#[derive(Debug, Clone)]
+pub struct SessionId(pub String);
+
+/// Validate a session id.
+pub fn valid_session_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_SESSION_ID
+        && id.chars().all(|c| !c.is_control() && !c.is_whitespace())
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for SessionId {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(params): Path<Vec<(String, String)>> = Path::from_request_parts(parts, state)
+            .await
+            .map_err(|e| Problem::bad_request("invalid_path", e.body_text()))?;
+        let id = params
+            .into_iter()
+            .find(|(k, _)| k == "session_id")
+            .map(|(_, v)| v)
+            .ok_or_else(|| Problem::bad_request("invalid_path", "missing session id"))?;
+        if !valid_session_id(&id) {
+            return Err(Problem::bad_request(
+                "invalid_session_id",
+                format!(
+                    "a session id is 1 to {MAX_SESSION_ID} printable characters without spaces"
+                ),
+            ));
+        }
+        Ok(SessionId(id))
+    }
+}
+
+/// `Query<T>` with a problem+json rejection.
+#[derive(Debug, Clone)]
+pub struct Q<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Send> FromRequestParts<S> for Q<T> {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(v)| Q(v))
+            .map_err(|e| Problem::bad_request("invalid_query", e.body_text()))
+    }
+}

@@ -1,0 +1,167 @@
+//! `POST /v1/sessions/{session_id}/events`: read the body within its limit,
+//! split it (object, array or NDJSON), normalise and validate every event,
+//! and hand the whole batch to the session actor, or reject all of it.
+
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::routing::post;
+use axum::{Json, Router};
+use serde_json::Value;
+use tracing::instrument;
+
+use super::{AppState, SessionId};
+use crate::error::{Problem, ProblemItem};
+use crate::event::body::{self, BodyError, BodyFormat};
+use crate::event::normalize::code;
+use crate::event::{normalize, Limits};
+use crate::session::{IncomingEvent, IngestOutcome};
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new().route(
+        "/v1/sessions/{session_id}/events",
+        post(post_events)
+            .get(super::sessions::get_events)
+            .layer(DefaultBodyLimit::disable()),
+    )
+}
+
+fn body_format(headers: &HeaderMap) -> Result<BodyFormat, Problem> {
+    let Some(ct) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(BodyFormat::Json);
+    };
+    let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
+    let mime = ct.split(';').next().unwrap_or("").trim();
+    match mime {
+        "application/json" | "" => Ok(BodyFormat::Json),
+        m if m.starts_with("application/") && m.ends_with("+json") => Ok(BodyFormat::Json),
+        "application/x-ndjson" | "application/ndjson" | "application/jsonl"
+        | "application/x-jsonlines" | "application/jsonlines" => Ok(BodyFormat::Ndjson),
+        other => Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "Unsupported media type",
+            format!(
+                "content type `{other}` is not accepted; send application/json (an event or an array) or application/x-ndjson"
+            ),
+        )),
+    }
+}
+
+/// Ingest one event, an array of events, or NDJSON.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{session_id}/events",
+    tag = "ingest",
+    params(("session_id" = String, Path, description = "Session id")),
+    request_body(
+        content = Value,
+        description = "One event object (Lime or Agent UI envelope), a JSON array of events, or NDJSON",
+        content_type = "application/json"
+    ),
+    responses(
+        (status = 200, description = "Batch accepted and durable", body = IngestOutcome),
+        (status = 400, description = "Unparseable body", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body, batch or payload too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Wrong content type", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid event; nothing of the batch applied", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable or shutting down; nothing applied", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[instrument(skip_all, fields(session_id = %session.0))]
+pub async fn post_events(
+    State(st): State<AppState>,
+    session: SessionId,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<IngestOutcome>, Problem> {
+    let format = body_format(&headers)?;
+    let limits = &st.cfg.ingest;
+    let too_large = || {
+        Problem::payload_too_large(
+            "body_too_large",
+            format!("request body is over the limit of {} bytes", limits.max_body_bytes),
+        )
+    };
+    if let Some(len) = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        if len > limits.max_body_bytes {
+            return Err(too_large());
+        }
+    }
+    let bytes = match axum::body::to_bytes(body, limits.max_body_bytes).await {
+        Ok(b) => b,
+        Err(e) => {
+            let is_limit = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            return Err(if is_limit {
+                too_large()
+            } else {
+                Problem::bad_request("body_read_failed", "the request body could not be read")
+            });
+        }
+    };
+    let values = body::split(&bytes, format).map_err(|e| {
+        let code = match e {
+            BodyError::NotUtf8 => "invalid_utf8",
+            BodyError::Empty => "empty_body",
+            BodyError::NotObjectOrArray => "not_an_event",
+            BodyError::Json { .. } | BodyError::NdjsonLine { .. } => "invalid_json",
+        };
+        Problem::bad_request(code, e.to_string())
+    })?;
+    if values.len() > limits.max_events_per_batch {
+        return Err(Problem::payload_too_large(
+            "too_many_events",
+            format!(
+                "{} events in one request; the limit is {}",
+                values.len(),
+                limits.max_events_per_batch
+            ),
+        ));
+    }
+    let norm_limits = Limits {
+        inline_payload_bytes: limits.inline_payload_bytes,
+        hard_payload_bytes: limits.hard_payload_bytes,
+    };
+    let mut events = Vec::with_capacity(values.len());
+    let mut errors = Vec::new();
+    for (index, raw) in values.into_iter().enumerate() {
+        let event_id = raw.get("id").and_then(Value::as_str).map(str::to_string);
+        match normalize(raw, &norm_limits) {
+            Ok(n) => events.push(IncomingEvent {
+                index,
+                fact: n.fact,
+                warnings: n.warnings,
+            }),
+            Err(issues) => errors.extend(issues.into_iter().map(|i| ProblemItem {
+                index: Some(index),
+                event_id: event_id.clone(),
+                code: i.code.to_string(),
+                path: i.path,
+                message: i.message,
+            })),
+        }
+    }
+    if !errors.is_empty() {
+        let n = errors.iter().filter_map(|e| e.index).collect::<std::collections::BTreeSet<_>>().len();
+        let detail = format!("{n} event(s) rejected; nothing of the batch was applied");
+        let problem = if errors.iter().any(|e| e.code == code::LARGE_PAYLOAD_INLINE) {
+            Problem::payload_too_large(code::LARGE_PAYLOAD_INLINE, detail)
+        } else {
+            Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &errors[0].code.clone(),
+                "Invalid event",
+                detail,
+            )
+        };
+        metrics::counter!("projector_ingest_rejected_total").increment(events.len() as u64 + n as u64);
+        return Err(problem.with_errors(errors));
+    }
+    let outcome = st.registry.ingest(&session.0, events).await?;
+    Ok(Json(outcome))
+}

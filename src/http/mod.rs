@@ -1,0 +1,112 @@
+//! HTTP: one router per resource, merged here, with the shared layers
+//! (request id, tracing span with the session id, CORS) and the JSON/404/405
+//! fallbacks as problem+json.
+
+mod extract;
+pub mod ingest;
+pub mod ops;
+pub mod sessions;
+pub mod streams;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{HeaderName, HeaderValue, Method, Request};
+use axum::Router;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio_util::sync::CancellationToken;
+use tower_http::cors::{AllowOrigin, Any, CorsLayer};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::config::Config;
+use crate::error::Problem;
+use crate::session::Registry;
+
+pub use extract::SessionId;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub registry: Registry,
+    pub cfg: Arc<Config>,
+    pub shutdown: CancellationToken,
+    pub metrics: PrometheusHandle,
+}
+
+impl AppState {
+    pub(crate) fn heartbeat(&self) -> Duration {
+        Duration::from_secs(self.cfg.stream.heartbeat_secs)
+    }
+}
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The whole API.
+pub fn router(state: AppState) -> Router {
+    let cors = cors(&state.cfg.http.cors_allowed_origins);
+    Router::new()
+        .merge(ingest::router())
+        .merge(sessions::router())
+        .merge(streams::router())
+        .merge(ops::router())
+        .fallback(|| async { Problem::not_found("no such endpoint") })
+        .method_not_allowed_fallback(|| async {
+            Problem::new(
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "Method not allowed",
+                "this endpoint does not accept that method",
+            )
+        })
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+                let request_id = req
+                    .headers()
+                    .get(&REQUEST_ID)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("");
+                let session_id = session_of(req.uri().path());
+                tracing::info_span!(
+                    "http",
+                    method = %req.method(),
+                    path = %req.uri().path(),
+                    request_id = %request_id,
+                    session_id = %session_id,
+                )
+            }),
+        )
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(cors)
+        .with_state(state)
+}
+
+/// The session id of a `/v1/sessions/{id}/...` path, for log spans.
+fn session_of(path: &str) -> &str {
+    path.strip_prefix("/v1/sessions/")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or("")
+}
+
+fn cors(origins: &[String]) -> CorsLayer {
+    let layer = CorsLayer::new()
+        .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
+        .allow_headers([
+            axum::http::header::CONTENT_TYPE,
+            axum::http::header::AUTHORIZATION,
+            HeaderName::from_static("last-event-id"),
+            REQUEST_ID,
+        ])
+        .expose_headers([REQUEST_ID])
+        .max_age(Duration::from_secs(600));
+    if origins.iter().any(|o| o == "*") {
+        layer.allow_origin(Any)
+    } else {
+        let list: Vec<HeaderValue> = origins
+            .iter()
+            .filter_map(|o| HeaderValue::from_str(o).ok())
+            .collect();
+        layer.allow_origin(AllowOrigin::list(list))
+    }
+}

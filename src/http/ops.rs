@@ -1,0 +1,67 @@
+//! Operations: liveness, readiness, Prometheus metrics, the OpenAPI document.
+
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::AppState;
+use crate::error::Problem;
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/healthz", get(get_healthz))
+        .route("/readyz", get(get_readyz))
+        .route("/metrics", get(get_metrics))
+        .route("/openapi.json", get(get_openapi))
+}
+
+/// Health status.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    pub status: &'static str,
+}
+
+/// Liveness: the process serves HTTP.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, description = "Alive", body = Health)))]
+pub async fn get_healthz() -> Json<Health> {
+    Json(Health { status: "ok" })
+}
+
+/// Readiness: the store answers and the server is not shutting down.
+#[utoipa::path(get, path = "/readyz", tag = "operations",
+    responses(
+        (status = 200, description = "Ready", body = Health),
+        (status = 503, description = "Not ready", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn get_readyz(State(st): State<AppState>) -> Result<Json<Health>, Problem> {
+    if st.shutdown.is_cancelled() {
+        return Err(Problem::unavailable("shutting_down", "the server is shutting down"));
+    }
+    st.registry.store().ready().await?;
+    Ok(Json(Health { status: "ready" }))
+}
+
+/// Prometheus metrics in the text exposition format.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus text", body = String, content_type = "text/plain")))]
+pub async fn get_metrics(State(st): State<AppState>) -> Response {
+    metrics::gauge!("projector_sessions_in_registry").set(st.registry.live() as f64);
+    let mut resp = (StatusCode::OK, st.metrics.render()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    resp
+}
+
+/// This API's OpenAPI document.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "OpenAPI 3.1 document", body = serde_json::Value)))]
+pub async fn get_openapi() -> Json<utoipa::openapi::OpenApi> {
+    Json(crate::openapi::spec())
+}

@@ -1,0 +1,118 @@
+//! Stream endpoints: SSE (`GET .../stream`) and WebSocket (`GET .../ws`),
+//! both replaying from `Last-Event-ID` / `?cursor=` then following live.
+
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use serde::Deserialize;
+use tracing::instrument;
+use utoipa::IntoParams;
+
+use super::extract::Q;
+use super::{AppState, SessionId};
+use crate::error::Problem;
+use crate::stream::{self, sse, ws, From};
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new()
+        .route("/v1/sessions/{session_id}/stream", get(stream_sse))
+        .route("/v1/sessions/{session_id}/ws", get(stream_ws))
+}
+
+/// Where to start a stream.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct StreamQuery {
+    /// Resume after this cursor (the `Last-Event-ID` header wins when both are sent).
+    /// Without either, the stream starts with a snapshot.
+    pub cursor: Option<String>,
+    /// The epoch the cursor belongs to; a different epoch gives `reset` + `snapshot`.
+    pub epoch: Option<String>,
+}
+
+fn start(headers: &HeaderMap, q: StreamQuery) -> Result<From, Problem> {
+    let header = headers
+        .get("last-event-id")
+        .map(|v| v.to_str().unwrap_or("\u{0}").trim().to_string())
+        .filter(|s| !s.is_empty());
+    let raw = header.or(q.cursor.filter(|s| !s.is_empty()));
+    let cursor = match raw {
+        None => None,
+        Some(s) => Some(s.parse::<u64>().map_err(|_| {
+            Problem::bad_request(
+                "invalid_cursor",
+                format!("cursor `{}` is not a non-negative integer", s.escape_debug()),
+            )
+        })?),
+    };
+    Ok(From {
+        cursor,
+        epoch: q.epoch.filter(|e| !e.is_empty()),
+    })
+}
+
+/// Server-Sent Events: `id: <cursor>`, `event: snapshot|delta|reset`, `data: <frame JSON>`.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{session_id}/stream",
+    tag = "streams",
+    params(
+        ("session_id" = String, Path, description = "Session id"),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this cursor"),
+        StreamQuery
+    ),
+    responses(
+        (status = 200, description = "An endless `text/event-stream` of frames; heartbeats are SSE comments", content_type = "text/event-stream", body = String),
+        (status = 400, description = "Invalid cursor or session id", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[instrument(skip_all, fields(session_id = %session.0))]
+pub async fn stream_sse(
+    State(st): State<AppState>,
+    session: SessionId,
+    headers: HeaderMap,
+    Q(q): Q<StreamQuery>,
+) -> Result<Response, Problem> {
+    let from = start(&headers, q)?;
+    let frames = stream::frames(
+        st.registry.clone(),
+        session.0,
+        from,
+        st.cfg.stream.replay_page,
+    );
+    Ok(sse::response(frames, st.heartbeat(), st.shutdown.clone()))
+}
+
+/// WebSocket: the same frames as SSE, one JSON text message each.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{session_id}/ws",
+    tag = "streams",
+    params(("session_id" = String, Path, description = "Session id"), StreamQuery),
+    responses(
+        (status = 101, description = "Switching to WebSocket; each text message is one frame"),
+        (status = 400, description = "Invalid cursor or session id", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[instrument(skip_all, fields(session_id = %session.0))]
+pub async fn stream_ws(
+    State(st): State<AppState>,
+    session: SessionId,
+    headers: HeaderMap,
+    Q(q): Q<StreamQuery>,
+    upgrade: WebSocketUpgrade,
+) -> Result<Response, Problem> {
+    let from = start(&headers, q)?;
+    let frames = stream::frames(
+        st.registry.clone(),
+        session.0,
+        from,
+        st.cfg.stream.replay_page,
+    );
+    let heartbeat = st.heartbeat();
+    let shutdown = st.shutdown.clone();
+    Ok(upgrade.on_upgrade(move |socket| ws::serve(socket, frames, heartbeat, shutdown)))
+}

@@ -1,0 +1,48 @@
+//! The OpenAPI document, generated from the handlers' annotations. The
+//! committed `openapi/openapi.json` is checked against it by a test.
+
+use utoipa::OpenApi;
+
+use crate::error::{Problem, ProblemItem};
+use crate::http::{ingest, ops, sessions, streams};
+use crate::session::{IngestOutcome, Warning};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "agent-projector",
+        description = "Ingest AI agent runtime facts, project one read model per session, and stream it as Vercel AI SDK UIMessageChunk deltas over SSE and WebSocket with replay from any cursor. Wire contract: PROTOCOL.md; frame shapes: docs/FRAMES.md.",
+        license(name = "Apache-2.0")
+    ),
+    paths(
+        ingest::post_events,
+        sessions::get_snapshot,
+        sessions::get_events,
+        streams::stream_sse,
+        streams::stream_ws,
+        ops::get_healthz,
+        ops::get_readyz,
+        ops::get_metrics,
+        ops::get_openapi,
+    ),
+    components(schemas(IngestOutcome, Warning, Problem, ProblemItem, sessions::EventsPage, sessions::LoggedEvent, ops::Health)),
+    tags(
+        (name = "ingest", description = "Runtimes post events"),
+        (name = "sessions", description = "Snapshots and the event log"),
+        (name = "streams", description = "Replay-then-live frame streams"),
+        (name = "operations", description = "Health, readiness, metrics"),
+    )
+)]
+struct ApiDoc;
+
+/// The OpenAPI document.
+pub fn spec() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
+}
+
+/// The document as committed under `openapi/openapi.json` (pretty, newline-terminated).
+pub fn spec_json() -> String {
+    let mut s = serde_json::to_string_pretty(&spec()).expect("openapi serialises");
+    s.push('\n');
+    s
+}

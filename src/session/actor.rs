@@ -1,0 +1,329 @@
+//! The session actor: hydrates the projection from the store (checkpoint +
+//! tail), then serves commands one at a time: ingest (dedupe, assign cursors,
+//! reduce, append durably, then publish), subscribe, snapshot. Exits when
+//! idle with no subscribers, or on shutdown.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tokio::sync::{broadcast, mpsc};
+use tokio::time::Instant;
+use tracing::{debug, warn, Instrument};
+
+use super::registry::RegistryInner;
+use super::{
+    Command, IncomingEvent, IngestOutcome, SessionError, Start, Subscription, Warning,
+};
+use crate::event::Fact;
+use crate::frame::{self, SharedFrame};
+use crate::projection::Projection;
+use crate::store::{AppendBatch, Checkpoint, SessionMeta, StoreError, StoredEvent};
+
+pub(super) struct Actor {
+    pub id: Arc<str>,
+    pub generation: u64,
+    pub registry: Arc<RegistryInner>,
+    pub rx: mpsc::Receiver<Command>,
+    pub feed: broadcast::Sender<SharedFrame>,
+}
+
+/// The hydrated state an actor owns.
+struct State {
+    meta: SessionMeta,
+    projection: Projection,
+    since_checkpoint: u64,
+    snapshot: Option<SharedFrame>,
+}
+
+impl Actor {
+    pub async fn run(mut self) {
+        let span = tracing::info_span!("session", session_id = %self.id);
+        async move {
+            metrics::gauge!("projector_sessions_live").increment(1.0);
+            match self.hydrate().await {
+                Ok(state) => self.serve(state).await,
+                Err(e) => {
+                    warn!(error = %e, "session hydration failed");
+                    self.stop_with_error(e).await;
+                }
+            }
+            metrics::gauge!("projector_sessions_live").decrement(1.0);
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn hydrate(&self) -> Result<State, StoreError> {
+        let ctx = &self.registry.ctx;
+        let store = &ctx.store;
+        let meta = store.open(&self.id).await?;
+        let mut projection = Projection::new(&ctx.projection);
+        let mut after = 0;
+        if let Some(cp) = store.checkpoint(&self.id).await? {
+            match serde_json::from_slice::<Projection>(&cp.state) {
+                Ok(p) => {
+                    projection = p;
+                    after = cp.cursor;
+                }
+                Err(e) if meta.first <= 1 => {
+                    warn!(error = %e, "checkpoint unreadable; replaying the whole log");
+                }
+                Err(e) => {
+                    return Err(StoreError::Corrupt {
+                        session: self.id.to_string(),
+                        detail: format!("checkpoint at cursor {} unreadable: {e}", cp.cursor),
+                    })
+                }
+            }
+        }
+        if after + 1 < meta.first {
+            return Err(StoreError::Corrupt {
+                session: self.id.to_string(),
+                detail: format!(
+                    "log starts at cursor {} but the checkpoint covers only {after}",
+                    meta.first
+                ),
+            });
+        }
+        let mut replayed = 0u64;
+        loop {
+            let page = store.read(&self.id, after, ctx.replay_page).await?;
+            if page.is_empty() {
+                break;
+            }
+            for ev in &page {
+                let fact: Fact =
+                    serde_json::from_slice(&ev.fact).map_err(|e| StoreError::Corrupt {
+                        session: self.id.to_string(),
+                        detail: format!("fact at cursor {}: {e}", ev.cursor),
+                    })?;
+                projection.apply(&ctx.projection, ev.cursor, &fact);
+                after = ev.cursor;
+                replayed += 1;
+            }
+        }
+        debug!(head = meta.head, replayed, "session hydrated");
+        Ok(State {
+            since_checkpoint: replayed,
+            meta,
+            projection,
+            snapshot: None,
+        })
+    }
+
+    async fn serve(&mut self, mut state: State) {
+        let ctx = self.registry.ctx.clone();
+        let idle = ctx.idle_evict;
+        let mut deadline = Instant::now() + idle;
+        loop {
+            tokio::select! {
+                cmd = self.rx.recv() => {
+                    let Some(cmd) = cmd else { break };
+                    deadline = Instant::now() + idle;
+                    if !self.handle(&mut state, cmd).await {
+                        self.leave();
+                        return;
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    if self.feed.receiver_count() == 0 {
+                        debug!("evicting idle session");
+                        break;
+                    }
+                    deadline = Instant::now() + idle;
+                }
+                _ = ctx.shutdown.cancelled() => break,
+            }
+        }
+        // Leave the registry first so that new callers start a fresh actor,
+        // then serve whatever was already queued.
+        self.leave();
+        self.rx.close();
+        while let Some(cmd) = self.rx.recv().await {
+            if !self.handle(&mut state, cmd).await {
+                return;
+            }
+        }
+    }
+
+    fn leave(&self) {
+        self.registry
+            .sessions
+            .remove_if(&*self.id, |_, h| h.generation == self.generation);
+    }
+
+    async fn stop_with_error(&mut self, e: StoreError) {
+        self.leave();
+        self.rx.close();
+        let msg = e.to_string();
+        while let Some(cmd) = self.rx.recv().await {
+            if let Command::Ingest { reply, .. } = cmd {
+                let _ = reply.send(Err(SessionError::Store(StoreError::Unavailable(
+                    msg.clone(),
+                ))));
+            }
+        }
+    }
+
+    /// Serve one command. Returns false when the actor must stop.
+    async fn handle(&mut self, state: &mut State, cmd: Command) -> bool {
+        match cmd {
+            Command::Ingest { events, reply } => match self.ingest(state, events).await {
+                Ok(outcome) => {
+                    let _ = reply.send(Ok(outcome));
+                }
+                Err(e) => {
+                    warn!(error = %e, "append failed; rebuilding the projection from the store");
+                    let _ = reply.send(Err(SessionError::Store(e)));
+                    match self.hydrate().await {
+                        Ok(fresh) => *state = fresh,
+                        Err(e) => {
+                            warn!(error = %e, "rehydration failed; stopping the session actor");
+                            self.stop_with_error(e).await;
+                            return false;
+                        }
+                    }
+                }
+            },
+            Command::Subscribe {
+                cursor,
+                epoch,
+                reply,
+            } => {
+                let meta = state.meta.clone();
+                let reset = match cursor {
+                    None => None,
+                    Some(_) if epoch.as_deref().is_some_and(|e| e != meta.epoch) => {
+                        Some(Some("epoch_mismatch"))
+                    }
+                    Some(n) if n > meta.head => Some(Some("cursor_ahead")),
+                    Some(n) if n + 1 < meta.first => Some(Some("cursor_expired")),
+                    Some(_) => None,
+                };
+                let start = match (cursor, reset) {
+                    (Some(after), None) => Start::Resume { after },
+                    (_, reset) => Start::Fresh {
+                        reset: reset.flatten(),
+                        snapshot: self.snapshot(state),
+                    },
+                };
+                let _ = reply.send(Subscription {
+                    rx: self.feed.subscribe(),
+                    meta,
+                    start,
+                });
+            }
+            Command::Snapshot { reply } => {
+                let frame = self.snapshot(state);
+                let _ = reply.send((state.meta.clone(), frame));
+            }
+        }
+        true
+    }
+
+    fn snapshot(&self, state: &mut State) -> SharedFrame {
+        if let Some(f) = &state.snapshot {
+            return f.clone();
+        }
+        let mut value = state.projection.state_json();
+        if let serde_json::Value::Object(m) = &mut value {
+            m.insert("sessionId".into(), self.id.as_ref().into());
+        }
+        let f = Arc::new(frame::snapshot(state.meta.head, &state.meta.epoch, &value));
+        state.snapshot = Some(f.clone());
+        f
+    }
+
+    async fn ingest(
+        &mut self,
+        state: &mut State,
+        events: Vec<IncomingEvent>,
+    ) -> Result<IngestOutcome, StoreError> {
+        let ctx = self.registry.ctx.clone();
+        let ids: Vec<String> = events.iter().map(|e| e.fact.id.clone()).collect();
+        let known = ctx.store.lookup_ids(&self.id, &ids).await?;
+        let mut in_batch = HashSet::with_capacity(events.len());
+        let mut warnings = Vec::new();
+        let mut stored = Vec::with_capacity(events.len());
+        let mut frames = Vec::with_capacity(events.len());
+        let mut duplicates = 0;
+        let mut cursor = state.meta.head;
+        for (ev, known) in events.into_iter().zip(known) {
+            if known.is_some() || !in_batch.insert(ev.fact.id.clone()) {
+                duplicates += 1;
+                continue;
+            }
+            cursor += 1;
+            let applied = state.projection.apply(&ctx.projection, cursor, &ev.fact);
+            for w in ev.warnings {
+                warnings.push(Warning {
+                    index: ev.index,
+                    event_id: ev.fact.id.clone(),
+                    code: w.code.to_string(),
+                    path: Some(w.path),
+                    message: w.message,
+                });
+            }
+            for f in applied.findings {
+                warnings.push(Warning {
+                    index: ev.index,
+                    event_id: ev.fact.id.clone(),
+                    code: f.code,
+                    path: None,
+                    message: f.message,
+                });
+            }
+            let frame = frame::delta(cursor, &ev.fact.id, &ev.fact.class, &applied.chunks);
+            stored.push(StoredEvent {
+                cursor,
+                event_id: ev.fact.id.clone(),
+                fact: serde_json::to_vec(&ev.fact).expect("facts serialise").into(),
+                frame: frame.json.clone(),
+            });
+            frames.push(Arc::new(frame));
+        }
+        let accepted = stored.len();
+        if accepted > 0 {
+            let due = state.since_checkpoint + accepted as u64 >= ctx.checkpoint_every;
+            let checkpoint = due.then(|| Checkpoint {
+                cursor,
+                state: serde_json::to_vec(&state.projection)
+                    .expect("projections serialise")
+                    .into(),
+            });
+            let took_checkpoint = checkpoint.is_some();
+            state.meta = ctx
+                .store
+                .append(
+                    &self.id,
+                    AppendBatch {
+                        events: stored,
+                        checkpoint,
+                    },
+                )
+                .await?;
+            state.since_checkpoint = if took_checkpoint {
+                0
+            } else {
+                state.since_checkpoint + accepted as u64
+            };
+            state.snapshot = None;
+            for f in frames {
+                // No receivers is fine: the frame is in the store.
+                let _ = self.feed.send(f);
+            }
+            metrics::counter!("projector_frames_total").increment(accepted as u64);
+        }
+        metrics::counter!("projector_ingest_events_total", "outcome" => "accepted")
+            .increment(accepted as u64);
+        metrics::counter!("projector_ingest_events_total", "outcome" => "duplicate")
+            .increment(duplicates as u64);
+        Ok(IngestOutcome {
+            accepted,
+            duplicates,
+            cursor: state.meta.head,
+            epoch: state.meta.epoch.clone(),
+            warnings,
+        })
+    }
+}

@@ -1,0 +1,163 @@
+//! Per-session actors: one task per active session owns its projection,
+//! appends to the store and fans frames out; a [`Registry`] finds or starts
+//! actors and evicts idle ones. Callers talk to an actor through a cheap
+//! [`SessionHandle`] (an `mpsc` of [`Command`]s with `oneshot` replies).
+
+mod actor;
+mod registry;
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use tokio::sync::{broadcast, mpsc, oneshot};
+
+use crate::event::{Fact, Issue};
+use crate::frame::SharedFrame;
+use crate::store::{SessionMeta, StoreError};
+
+pub use registry::{Registry, RegistryConfig};
+
+/// An event that passed validation, with its index in the request.
+#[derive(Debug, Clone)]
+pub struct IncomingEvent {
+    pub index: usize,
+    pub fact: Fact,
+    pub warnings: Vec<Issue>,
+}
+
+/// One warning in an ingest reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Warning {
+    pub index: usize,
+    pub event_id: String,
+    pub code: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub message: String,
+}
+
+/// The reply to an accepted batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IngestOutcome {
+    pub accepted: usize,
+    pub duplicates: usize,
+    /// Cursor of the last accepted event (the head when all were duplicates).
+    pub cursor: u64,
+    pub epoch: String,
+    pub warnings: Vec<Warning>,
+}
+
+/// What a new subscriber starts from.
+#[derive(Debug)]
+pub enum Start {
+    /// Replay frames with cursor > `after` from the store, then the live feed.
+    Resume { after: u64 },
+    /// Send `reset` (when `reason` is set), then `snapshot`, then the live feed.
+    Fresh {
+        reset: Option<&'static str>,
+        snapshot: SharedFrame,
+    },
+}
+
+/// A live subscription: the feed, positioned exactly at `meta.head`.
+#[derive(Debug)]
+pub struct Subscription {
+    pub rx: broadcast::Receiver<SharedFrame>,
+    pub meta: SessionMeta,
+    pub start: Start,
+}
+
+/// Errors an actor reports to its callers.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("session actor stopped")]
+    Stopped,
+}
+
+/// Commands an actor serves, one at a time.
+#[derive(Debug)]
+pub enum Command {
+    /// Append and project a validated batch.
+    Ingest {
+        events: Vec<IncomingEvent>,
+        reply: oneshot::Sender<Result<IngestOutcome, SessionError>>,
+    },
+    /// Subscribe from an optional cursor (and epoch).
+    Subscribe {
+        cursor: Option<u64>,
+        epoch: Option<String>,
+        reply: oneshot::Sender<Subscription>,
+    },
+    /// The current snapshot frame.
+    Snapshot {
+        reply: oneshot::Sender<(SessionMeta, SharedFrame)>,
+    },
+}
+
+/// A cheap handle to a session actor.
+#[derive(Debug, Clone)]
+pub struct SessionHandle {
+    id: Arc<str>,
+    generation: u64,
+    tx: mpsc::Sender<Command>,
+}
+
+impl SessionHandle {
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    async fn call<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<T>) -> Command,
+    ) -> Result<T, SessionError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(make(reply))
+            .await
+            .map_err(|_| SessionError::Stopped)?;
+        rx.await.map_err(|_| SessionError::Stopped)
+    }
+
+    /// Queue a batch; gives the batch back if the actor has stopped.
+    pub(crate) async fn send_ingest(
+        &self,
+        events: Vec<IncomingEvent>,
+    ) -> Result<oneshot::Receiver<Result<IngestOutcome, SessionError>>, Vec<IncomingEvent>> {
+        let (reply, rx) = oneshot::channel();
+        match self.tx.send(Command::Ingest { events, reply }).await {
+            Ok(()) => Ok(rx),
+            Err(mpsc::error::SendError(Command::Ingest { events, .. })) => Err(events),
+            Err(_) => Err(Vec::new()),
+        }
+    }
+
+    /// Subscribe; see [`Start`].
+    pub async fn subscribe(
+        &self,
+        cursor: Option<u64>,
+        epoch: Option<String>,
+    ) -> Result<Subscription, SessionError> {
+        self.call(|reply| Command::Subscribe {
+            cursor,
+            epoch,
+            reply,
+        })
+        .await
+    }
+
+    /// The current snapshot frame and log position.
+    pub async fn snapshot(&self) -> Result<(SessionMeta, SharedFrame), SessionError> {
+        self.call(|reply| Command::Snapshot { reply }).await
+    }
+
+    /// True when the actor is gone (evicted or failed).
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}

@@ -1,0 +1,194 @@
+//! The registry of live session actors (a DashMap from session id to
+//! handle): finds or starts an actor, retries once an evicted actor's handle
+//! is found closed, and never holds a map lock across an `.await`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::mapref::entry::Entry;
+use dashmap::DashMap;
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use super::actor::Actor;
+use super::{
+    IncomingEvent, IngestOutcome, SessionError, SessionHandle, Subscription,
+};
+use crate::frame::SharedFrame;
+use crate::projection::ProjectionConfig;
+use crate::store::{SessionMeta, SharedLog};
+
+/// Settings of the registry and its actors.
+#[derive(Debug, Clone)]
+pub struct RegistryConfig {
+    pub projection: ProjectionConfig,
+    pub idle_evict: Duration,
+    pub mailbox: usize,
+    pub checkpoint_every: u64,
+    pub live_buffer: usize,
+    pub replay_page: usize,
+}
+
+pub(super) struct ActorCtx {
+    pub store: SharedLog,
+    pub projection: ProjectionConfig,
+    pub idle_evict: Duration,
+    pub mailbox: usize,
+    pub checkpoint_every: u64,
+    pub live_buffer: usize,
+    pub replay_page: usize,
+    pub shutdown: CancellationToken,
+}
+
+pub(super) struct RegistryInner {
+    pub sessions: DashMap<Arc<str>, SessionHandle>,
+    pub ctx: Arc<ActorCtx>,
+    next_generation: AtomicU64,
+}
+
+/// Finds or starts session actors.
+#[derive(Clone)]
+pub struct Registry {
+    inner: Arc<RegistryInner>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("live", &self.inner.sessions.len())
+            .finish()
+    }
+}
+
+/// Attempts before giving up on an actor that keeps stopping.
+const ATTEMPTS: usize = 3;
+
+impl Registry {
+    /// A registry over `store`; actors stop when `shutdown` is cancelled.
+    pub fn new(store: SharedLog, cfg: RegistryConfig, shutdown: CancellationToken) -> Self {
+        Registry {
+            inner: Arc::new(RegistryInner {
+                sessions: DashMap::new(),
+                ctx: Arc::new(ActorCtx {
+                    store,
+                    projection: cfg.projection,
+                    idle_evict: cfg.idle_evict,
+                    mailbox: cfg.mailbox,
+                    checkpoint_every: cfg.checkpoint_every,
+                    live_buffer: cfg.live_buffer,
+                    replay_page: cfg.replay_page,
+                    shutdown,
+                }),
+                next_generation: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// The store behind the registry.
+    pub fn store(&self) -> &SharedLog {
+        &self.inner.ctx.store
+    }
+
+    /// Number of live session actors.
+    pub fn live(&self) -> usize {
+        self.inner.sessions.len()
+    }
+
+    /// The handle of a session's actor, starting one if needed.
+    pub fn handle(&self, id: &str) -> SessionHandle {
+        if let Some(h) = self.inner.sessions.get(id) {
+            if !h.is_closed() {
+                return h.clone();
+            }
+        }
+        match self.inner.sessions.entry(Arc::from(id)) {
+            Entry::Occupied(mut e) => {
+                if e.get().is_closed() {
+                    let h = self.spawn(e.key().clone());
+                    e.insert(h.clone());
+                    h
+                } else {
+                    e.get().clone()
+                }
+            }
+            Entry::Vacant(v) => {
+                let h = self.spawn(v.key().clone());
+                v.insert(h.clone());
+                h
+            }
+        }
+    }
+
+    fn spawn(&self, id: Arc<str>) -> SessionHandle {
+        let ctx = &self.inner.ctx;
+        let (tx, rx) = mpsc::channel(ctx.mailbox);
+        let (feed, _) = broadcast::channel(ctx.live_buffer);
+        let generation = self.inner.next_generation.fetch_add(1, Ordering::Relaxed);
+        let actor = Actor {
+            id: id.clone(),
+            generation,
+            registry: self.inner.clone(),
+            rx,
+            feed,
+        };
+        tokio::spawn(actor.run());
+        SessionHandle { id, generation, tx }
+    }
+
+    async fn with_retry<T, F, Fut>(&self, id: &str, f: F) -> Result<T, SessionError>
+    where
+        F: Fn(SessionHandle) -> Fut,
+        Fut: std::future::Future<Output = Result<T, SessionError>>,
+    {
+        let mut last = SessionError::Stopped;
+        for _ in 0..ATTEMPTS {
+            if self.inner.ctx.shutdown.is_cancelled() {
+                return Err(SessionError::Stopped);
+            }
+            match f(self.handle(id)).await {
+                Err(SessionError::Stopped) => last = SessionError::Stopped,
+                other => return other,
+            }
+        }
+        Err(last)
+    }
+
+    /// Append and project a validated batch into a session. A batch sent to
+    /// an actor that just stopped comes back untouched and goes to a new one.
+    pub async fn ingest(
+        &self,
+        id: &str,
+        mut events: Vec<IncomingEvent>,
+    ) -> Result<IngestOutcome, SessionError> {
+        for _ in 0..ATTEMPTS {
+            if self.inner.ctx.shutdown.is_cancelled() {
+                break;
+            }
+            match self.handle(id).send_ingest(events).await {
+                Ok(rx) => return rx.await.map_err(|_| SessionError::Stopped)?,
+                Err(back) => events = back,
+            }
+        }
+        Err(SessionError::Stopped)
+    }
+
+    /// Subscribe to a session from an optional cursor and epoch.
+    pub async fn subscribe(
+        &self,
+        id: &str,
+        cursor: Option<u64>,
+        epoch: Option<String>,
+    ) -> Result<Subscription, SessionError> {
+        self.with_retry(id, |h| {
+            let epoch = epoch.clone();
+            async move { h.subscribe(cursor, epoch).await }
+        })
+        .await
+    }
+
+    /// The current snapshot frame of a session.
+    pub async fn snapshot(&self, id: &str) -> Result<(SessionMeta, SharedFrame), SessionError> {
+        self.with_retry(id, |h| async move { h.snapshot().await }).await
+    }
+}

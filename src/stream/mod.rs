@@ -1,0 +1,187 @@
+//! Replay-then-live subscriptions: a `Stream` of shared frames for one
+//! session that replays the store from a cursor, then follows the live feed
+//! with no gap and no duplicate. A subscriber that falls behind the live
+//! buffer is caught up from the store; only past the retained history does
+//! it get `reset` + `snapshot`. `sse` and `ws` are thin transports over it.
+
+pub mod sse;
+pub mod ws;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use futures_util::Stream;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tracing::debug;
+
+use crate::frame::{self, Frame, FrameKind, SharedFrame};
+use crate::session::{Registry, SessionError, Start};
+
+/// Where a subscriber wants to start.
+#[derive(Debug, Clone, Default)]
+pub struct From {
+    /// Resume after this cursor; `None` starts with a snapshot.
+    pub cursor: Option<u64>,
+    /// The epoch the cursor belongs to, if the client knows it.
+    pub epoch: Option<String>,
+}
+
+enum Phase {
+    Subscribe { cursor: Option<u64> },
+    Replay { until: u64 },
+    Live,
+    Done,
+}
+
+struct Subscriber {
+    registry: Registry,
+    session: String,
+    page: usize,
+    epoch: Option<String>,
+    rx: Option<broadcast::Receiver<SharedFrame>>,
+    last: u64,
+    pending: VecDeque<SharedFrame>,
+    phase: Phase,
+}
+
+/// The frames of a session from `from`, replayed then live. The stream ends
+/// when the session's actor stops for shutdown or the store fails.
+pub fn frames(
+    registry: Registry,
+    session: String,
+    from: From,
+    replay_page: usize,
+) -> impl Stream<Item = SharedFrame> + Send + 'static {
+    let sub = Subscriber {
+        registry,
+        session,
+        page: replay_page,
+        epoch: from.epoch,
+        rx: None,
+        last: 0,
+        pending: VecDeque::new(),
+        phase: Phase::Subscribe {
+            cursor: from.cursor,
+        },
+    };
+    futures_util::stream::unfold(sub, |mut sub| async move {
+        let next = sub.next().await?;
+        Some((next, sub))
+    })
+}
+
+impl Subscriber {
+    async fn next(&mut self) -> Option<SharedFrame> {
+        loop {
+            if let Some(f) = self.pending.pop_front() {
+                return Some(f);
+            }
+            match self.phase {
+                Phase::Done => return None,
+                Phase::Subscribe { cursor } => {
+                    let sub = match self
+                        .registry
+                        .subscribe(&self.session, cursor, self.epoch.clone())
+                        .await
+                    {
+                        Ok(s) => s,
+                        Err(SessionError::Stopped) => return None,
+                        Err(e) => {
+                            debug!(error = %e, "subscription failed");
+                            return None;
+                        }
+                    };
+                    self.epoch = Some(sub.meta.epoch.clone());
+                    self.rx = Some(sub.rx);
+                    match sub.start {
+                        Start::Resume { after } => {
+                            self.last = after;
+                            self.phase = Phase::Replay {
+                                until: sub.meta.head,
+                            };
+                        }
+                        Start::Fresh { reset, snapshot } => {
+                            if let Some(reason) = reset {
+                                self.pending.push_back(Arc::new(frame::reset(reason)));
+                            }
+                            self.last = snapshot.cursor.unwrap_or(0);
+                            self.pending.push_back(snapshot);
+                            self.phase = Phase::Live;
+                        }
+                    }
+                }
+                Phase::Replay { until } => {
+                    if self.last >= until {
+                        self.phase = Phase::Live;
+                        continue;
+                    }
+                    let want = self.page.min((until - self.last) as usize);
+                    let page = match self
+                        .registry
+                        .store()
+                        .read(&self.session, self.last, want)
+                        .await
+                    {
+                        Ok(p) => p,
+                        Err(e) => {
+                            debug!(error = %e, "replay read failed; ending stream");
+                            self.phase = Phase::Done;
+                            continue;
+                        }
+                    };
+                    if page.first().map(|e| e.cursor) != Some(self.last + 1) {
+                        // Trimmed while we replayed: let the actor decide
+                        // (it answers reset + snapshot past retention).
+                        self.resubscribe();
+                        continue;
+                    }
+                    for ev in page {
+                        self.last = ev.cursor;
+                        self.pending.push_back(Arc::new(Frame::from_json(
+                            FrameKind::Delta,
+                            Some(ev.cursor),
+                            ev.frame,
+                        )));
+                    }
+                }
+                Phase::Live => {
+                    let Some(rx) = self.rx.as_mut() else {
+                        self.resubscribe();
+                        continue;
+                    };
+                    match rx.recv().await {
+                        Ok(f) => {
+                            let c = f.cursor.unwrap_or(0);
+                            if c <= self.last {
+                                continue;
+                            }
+                            if c == self.last + 1 {
+                                self.last = c;
+                                return Some(f);
+                            }
+                            // A hole in the feed: catch up from the store.
+                            self.resubscribe();
+                        }
+                        Err(RecvError::Lagged(missed)) => {
+                            metrics::counter!("projector_lag_catchups_total").increment(1);
+                            debug!(missed, last = self.last, "subscriber lagged; catching up from the store");
+                            self.resubscribe();
+                        }
+                        Err(RecvError::Closed) => {
+                            // The actor stopped (shutdown or failure); a new
+                            // actor picks up if the server is still running.
+                            self.resubscribe();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn resubscribe(&mut self) {
+        self.rx = None;
+        self.phase = Phase::Subscribe {
+            cursor: Some(self.last),
+        };
+    }
+}

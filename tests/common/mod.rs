@@ -1,0 +1,272 @@
+//! Test harness: a `TestServer` builder that binds port 0 and runs the real
+//! server in-process, plus small SSE and HTTP helpers. No sleeps: every wait
+//! is for a concrete frame or response, bounded by a timeout.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agent_projector::config::{Config, Overrides, StoreKind};
+use futures_util::StreamExt;
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Upper bound for any single wait in a test.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+pub struct TestServer {
+    pub addr: SocketAddr,
+    pub shutdown: CancellationToken,
+    pub handle: Option<JoinHandle<anyhow::Result<()>>>,
+    pub http: reqwest::Client,
+    pub data_dir: Option<PathBuf>,
+}
+
+pub struct Builder {
+    cfg: Config,
+}
+
+impl TestServer {
+    pub fn builder() -> Builder {
+        let mut cfg = Config::load(
+            None,
+            Vec::new(),
+            &Overrides {
+                store: Some(StoreKind::Memory),
+                ..Default::default()
+            },
+        )
+        .expect("defaults");
+        cfg.log.level = "warn".into();
+        Builder { cfg }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// POST a JSON body to a session's events.
+    pub async fn post(&self, session: &str, body: &Value) -> (u16, Value) {
+        let r = self
+            .http
+            .post(self.url(&format!("/v1/sessions/{session}/events")))
+            .json(body)
+            .send()
+            .await
+            .expect("post");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// POST raw bytes with a content type.
+    pub async fn post_raw(&self, session: &str, ct: &str, body: Vec<u8>) -> reqwest::Response {
+        self.http
+            .post(self.url(&format!("/v1/sessions/{session}/events")))
+            .header("content-type", ct)
+            .body(body)
+            .send()
+            .await
+            .expect("post")
+    }
+
+    pub async fn get_json(&self, path: &str) -> (u16, Value) {
+        let r = self.http.get(self.url(path)).send().await.expect("get");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn snapshot(&self, session: &str) -> Value {
+        let (status, v) = self
+            .get_json(&format!("/v1/sessions/{session}/snapshot"))
+            .await;
+        assert_eq!(status, 200, "snapshot: {v}");
+        v
+    }
+
+    /// Open an SSE stream with an optional `Last-Event-ID`.
+    pub async fn sse(&self, session: &str, query: &str, last_event_id: Option<u64>) -> Sse {
+        let mut req = self
+            .http
+            .get(self.url(&format!("/v1/sessions/{session}/stream{query}")));
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id.to_string());
+        }
+        let resp = req.send().await.expect("sse");
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        Sse {
+            body: Box::pin(resp.bytes_stream()),
+            buf: String::new(),
+        }
+    }
+
+    /// Stop the server and wait for it to finish.
+    pub async fn stop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(h) = self.handle.take() {
+            tokio::time::timeout(WAIT, h)
+                .await
+                .expect("server stops in time")
+                .expect("join")
+                .expect("server ran cleanly");
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+impl Builder {
+    pub fn config(mut self, f: impl FnOnce(&mut Config)) -> Self {
+        f(&mut self.cfg);
+        self
+    }
+
+    /// Use the embedded store in `dir`.
+    pub fn embedded(mut self, dir: PathBuf) -> Self {
+        self.cfg.store = StoreKind::Embedded;
+        self.cfg.data_dir = dir;
+        self
+    }
+
+    pub async fn start(self) -> TestServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let shutdown = CancellationToken::new();
+        let data_dir = (self.cfg.store == StoreKind::Embedded).then(|| self.cfg.data_dir.clone());
+        let handle = tokio::spawn(agent_projector::run(self.cfg, listener, shutdown.clone()));
+        TestServer {
+            addr,
+            shutdown,
+            handle: Some(handle),
+            http: reqwest::Client::new(),
+            data_dir,
+        }
+    }
+}
+
+/// A fresh temporary directory.
+pub fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "projector-it-{name}-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&d).expect("tempdir");
+    d
+}
+
+/// One parsed SSE event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SseEvent {
+    pub id: Option<String>,
+    pub event: String,
+    pub data: Value,
+}
+
+type ByteStream =
+    std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
+
+/// A minimal SSE reader over a response body.
+pub struct Sse {
+    body: ByteStream,
+    buf: String,
+}
+
+impl Sse {
+    /// The next event (comments skipped); `None` when the stream ends.
+    pub async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(pos) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..pos + 2).collect();
+                let mut id = None;
+                let mut event = String::from("message");
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id: ") {
+                        id = Some(v.to_string());
+                    } else if let Some(v) = line.strip_prefix("event: ") {
+                        event = v.to_string();
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        data.push_str(v);
+                    }
+                }
+                if data.is_empty() {
+                    continue; // a comment or retry-only block
+                }
+                return Some(SseEvent {
+                    id,
+                    event,
+                    data: serde_json::from_str(&data).expect("frame data is JSON"),
+                });
+            }
+            match tokio::time::timeout(WAIT, self.body.next()).await {
+                Ok(Some(Ok(bytes))) => self
+                    .buf
+                    .push_str(std::str::from_utf8(&bytes).expect("utf8")),
+                Ok(_) => return None,
+                Err(_) => panic!("no SSE event within {WAIT:?}; buffered: {:?}", self.buf),
+            }
+        }
+    }
+
+    /// The next `n` events.
+    pub async fn take(&mut self, n: usize) -> Vec<SseEvent> {
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            out.push(self.next().await.expect("stream ended early"));
+        }
+        out
+    }
+
+    /// Raw text until `needle` shows up (for heartbeat checks).
+    pub async fn raw_until(&mut self, needle: &str) -> String {
+        loop {
+            if self.buf.contains(needle) {
+                return std::mem::take(&mut self.buf);
+            }
+            match tokio::time::timeout(WAIT, self.body.next()).await {
+                Ok(Some(Ok(bytes))) => self
+                    .buf
+                    .push_str(std::str::from_utf8(&bytes).expect("utf8")),
+                _ => panic!("{needle:?} not seen; buffered: {:?}", self.buf),
+            }
+        }
+    }
+
+    /// True when the stream ends within the wait.
+    pub async fn ends(&mut self) -> bool {
+        loop {
+            match tokio::time::timeout(WAIT, self.body.next()).await {
+                Ok(None) | Ok(Some(Err(_))) => return true,
+                Ok(Some(Ok(_))) => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+/// A Lime-envelope event in turn `turn-1`.
+pub fn lime(id: &str, class: &str, seq: u64, extra: Value) -> Value {
+    let mut v = serde_json::json!({
+        "id": id,
+        "schemaVersion": "lime-runtime-event/v0.1",
+        "runtimeId": "rt",
+        "threadId": "th",
+        "turnId": "turn-1",
+        "eventClass": class,
+        "sequence": seq,
+        "title": class,
+        "createdAt": "2026-11-21T00:00:00Z",
+    });
+    if let (Some(m), Value::Object(e)) = (v.as_object_mut(), extra) {
+        m.extend(e);
+    }
+    v
+}
