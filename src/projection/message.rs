@@ -523,6 +523,21 @@ impl Message {
         Ok(())
     }
 
+    /// Replace the text of the text or reasoning part at `idx`. This is the
+    /// one part change not made by a chunk: final-text reconciliation, which
+    /// the reducer announces with a transient `data-reconciliation` chunk
+    /// (`{messageId, partIndex, text, streamedText}`). Returns false when
+    /// `idx` is not a text or reasoning part.
+    pub fn replace_text(&mut self, idx: usize, new_text: &str) -> bool {
+        match self.parts.get_mut(idx) {
+            Some(Part::Text { text, .. }) | Some(Part::Reasoning { text, .. }) => {
+                *text = new_text.to_string();
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Concatenated text of all text parts.
     pub fn text(&self) -> String {
         self.parts
@@ -581,7 +596,10 @@ mod tests {
         }
         assert_eq!(m.parts.len(), 3, "same data id replaces in place");
         let v = serde_json::to_value(&m).unwrap();
-        assert_eq!(v["parts"][0], json!({"type":"text","text":"hi","state":"done"}));
+        assert_eq!(
+            v["parts"][0],
+            json!({"type":"text","text":"hi","state":"done"})
+        );
         assert_eq!(
             v["parts"][1],
             json!({"type":"tool-search","toolCallId":"t","state":"output-available","input":{"q":1},"output":"ok"})

@@ -2,14 +2,41 @@
 //! `(projection, cursor, fact) -> chunks`. No I/O, no async, no clocks: the
 //! same log always yields the same projection and the same chunks.
 
+//!
+//! Layout: `state.rs` (public snapshot types), `ctx.rs` (per-fact context,
+//! emit/diagnostic helpers, bookkeeping), `messages.rs` (messages, text,
+//! reasoning, reconciliation), `tools.rs`, `coding.rs`, `surfaces.rs`
+//! (actions, artifacts, evidence, queue, context, permissions, diagnostics),
+//! `team.rs` (tasks, agents, team), `runtime.rs` (lifecycle, verifier),
+//! `sequence.rs` (sequence gaps). `chunk.rs` and `message.rs` hold the AI SDK
+//! shapes.
+
 pub mod chunk;
+mod coding;
+mod ctx;
 pub mod message;
+mod messages;
+mod runtime;
+pub mod sequence;
+pub mod state;
+mod surfaces;
+mod team;
+mod tools;
+
+#[cfg(test)]
+mod conformance_tests;
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_surfaces;
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::Fact;
+use crate::event::{classes, Fact};
 pub use chunk::{Chunk, ChunkOut, FinishReason};
+use ctx::{Ctx, Internal};
 pub use message::{Message, Part, Role};
+pub use state::State;
 
 /// Reducer settings (from `[projection]` in the config).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,16 +83,27 @@ pub struct Applied {
     pub findings: Vec<Finding>,
 }
 
-/// The projection of one session.
+/// The projection of one session: the public [`State`], the bookkeeping the
+/// reducer needs (checkpointed with it, never shown), and the cursor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Projection {
     cursor: u64,
+    state: State,
+    internal: Internal,
 }
 
 impl Projection {
     /// An empty projection.
     pub fn new(_cfg: &ProjectionConfig) -> Self {
-        Projection { cursor: 0 }
+        let state = State {
+            queue: serde_json::json!({}),
+            ..State::default()
+        };
+        Projection {
+            cursor: 0,
+            state,
+            internal: Internal::default(),
+        }
     }
 
     /// Cursor of the last applied fact.
@@ -73,19 +111,91 @@ impl Projection {
         self.cursor
     }
 
-    /// Fold one fact at `cursor`.
-    pub fn apply(&mut self, _cfg: &ProjectionConfig, cursor: u64, _fact: &Fact) -> Applied {
+    /// Fold one fact at `cursor`: pure and deterministic; never panics on
+    /// any fact (problems become diagnostics and findings).
+    pub fn apply(&mut self, cfg: &ProjectionConfig, cursor: u64, fact: &Fact) -> Applied {
         self.cursor = cursor;
-        Applied::default()
+        let before = self.state.runtime.clone();
+        let mut cx = Ctx::new(&mut self.state, &mut self.internal, cfg, cursor, fact);
+        cx.timeline();
+        cx.check_sequence();
+        dispatch(&mut cx);
+        cx.finish(&before)
     }
 
     /// The public snapshot state (`snapshot.state`).
     pub fn state_json(&self) -> serde_json::Value {
-        serde_json::json!({})
+        serde_json::to_value(&self.state).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The public state.
+    pub fn state(&self) -> &State {
+        &self.state
     }
 
     /// A message by id.
-    pub fn message(&self, _id: &str) -> Option<&Message> {
-        None
+    pub fn message(&self, id: &str) -> Option<&Message> {
+        self.state.messages.iter().find(|m| m.id == id)
+    }
+
+    /// All messages, oldest first.
+    pub fn messages(&self) -> &[Message] {
+        &self.state.messages
+    }
+}
+
+/// Route one fact by its canonical class.
+fn dispatch(cx: &mut Ctx<'_>) {
+    let class = cx.f.class.clone();
+    if !classes::is_known(&class) {
+        cx.diag(
+            "unknown_event_class",
+            state::Severity::Info,
+            format!(
+                "unknown event class '{}': kept on the timeline only",
+                cx.f.source_class
+            ),
+        );
+        return;
+    }
+    if runtime::is_work(&class) {
+        cx.on_work();
+    }
+    match class.as_str() {
+        "turn.submitted" => cx.on_submitted(),
+        "run.started" => cx.on_run_started(),
+        "run.status" => cx.on_run_status(),
+        "run.finished" | "run.failed" | "run.canceled" => cx.on_run_end(),
+        "text.delta" => cx.on_text_delta(),
+        "text.final" => cx.on_text_final(),
+        "reasoning.delta" => cx.on_reasoning_delta(),
+        "reasoning.summary" => cx.on_reasoning_summary(),
+        "tool.catalog.resolved" => {}
+        c if c.starts_with("tool.") => cx.on_tool(),
+        "file.read" | "file.changed" => cx.on_file(),
+        c if c.starts_with("patch.") || c.starts_with("command.") || c.starts_with("test.") => {
+            cx.on_coding()
+        }
+        "action.required" | "action.resolved" => cx.on_action(),
+        c if c.starts_with("artifact.") => cx.on_artifact_facts(),
+        "evidence.changed" => cx.on_evidence_facts(),
+        c if c.starts_with("task.") => cx.on_task(),
+        c if c.starts_with("agent.") || c == "worker.started" || c == "worker.completed" => {
+            cx.on_agent()
+        }
+        "worker.notification" => cx.on_worker_notification(),
+        c if c.starts_with("handoff.") => cx.on_handoff(),
+        c if c.starts_with("review.") => cx.on_review(),
+        c if c.starts_with("channel.") => cx.on_channel(),
+        "team.changed" => cx.on_team_changed(),
+        "queue.changed" => cx.on_queue(),
+        c if c.starts_with("context.") => cx.on_context(),
+        "sandbox.blocked" => cx.on_sandbox_blocked(),
+        c if c.starts_with("permission.") || c.starts_with("sandbox.") => cx.on_permission(),
+        "diagnostic.changed" | "runtime.error" | "model.failed" => cx.on_diagnostic_fact(),
+        "snapshot.updated" | "messages.snapshot" | "state.snapshot" => cx.on_repair(),
+        // session.*, model.requested, plan.*, state.delta, metric.changed:
+        // timeline only for now.
+        _ => {}
     }
 }

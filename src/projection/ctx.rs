@@ -1,0 +1,419 @@
+//! The per-fact reducer context: the projection's state and bookkeeping under
+//! change, the fact being folded, and the output (chunks, findings). Owns the
+//! shared helpers: reading fact fields, emitting message chunks through
+//! `Message::apply`, recording diagnostics and findings, and turning touched
+//! surface entries into `data-<surface>` chunks at the end of a fact.
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::chunk::{Chunk, ChunkOut};
+use super::sequence::Sequencer;
+use super::state::{Diagnostic, Runtime, Severity, State, TimelineEntry};
+use super::{Applied, Finding, ProjectionConfig};
+use crate::event::Fact;
+
+/// Per-turn verifier marks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnMark {
+    /// A terminal fact (`run.finished|failed|canceled`) was applied.
+    pub ended: bool,
+}
+
+/// Bookkeeping that is checkpointed with the projection but never shown in
+/// the public snapshot.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Internal {
+    /// Current assistant message per `agent \u{1f} turn` key.
+    pub current: IndexMap<String, String>,
+    /// Text/reasoning part ids ever used per message: `(chunk id, part index)`.
+    pub part_ids: IndexMap<String, Vec<(String, usize)>>,
+    pub sequence: Sequencer,
+    /// Verifier marks per turn key (`turnId | runId | ""`).
+    pub turns: IndexMap<String, TurnMark>,
+    /// Raw reasoning deltas seen while `raw_reasoning` is off (not projected).
+    pub hidden_reasoning_deltas: u64,
+    /// Counter for `coding.blocks` / `permissions.blocks` ids.
+    pub block_seq: u64,
+}
+
+/// The context of one `Projection::apply`.
+pub struct Ctx<'a> {
+    pub st: &'a mut State,
+    pub int: &'a mut Internal,
+    pub cfg: &'a ProjectionConfig,
+    pub cursor: u64,
+    pub f: &'a Fact,
+    pub out: Applied,
+    diag_n: u32,
+    touched: Vec<(&'static str, String)>,
+}
+
+/// A non-empty string.
+pub fn nonempty(s: Option<&str>) -> Option<String> {
+    s.filter(|s| !s.trim().is_empty()).map(str::to_string)
+}
+
+/// At most `max` characters of `s` (on a char boundary), with `…` when cut.
+pub fn truncate(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// Insert `v` into `list` if absent.
+pub fn push_unique(list: &mut Vec<String>, v: &str) {
+    if !list.iter().any(|x| x == v) {
+        list.push(v.to_string());
+    }
+}
+
+/// Keep `map` at most `max` entries, dropping the oldest insertions.
+pub fn bound_map<V>(map: &mut IndexMap<String, V>, max: usize) {
+    while map.len() > max {
+        map.shift_remove_index(0);
+    }
+}
+
+/// Keep `list` at most `max` entries, dropping the oldest.
+pub fn bound_vec<V>(list: &mut Vec<V>, max: usize) {
+    if list.len() > max {
+        let n = list.len() - max;
+        list.drain(..n);
+    }
+}
+
+/// Set every non-null field of `patch` on the object `entry`.
+pub fn merge(entry: &mut Value, patch: Value) {
+    if !entry.is_object() {
+        *entry = json!({});
+    }
+    if let (Some(e), Value::Object(p)) = (entry.as_object_mut(), patch) {
+        for (k, v) in p {
+            if !v.is_null() {
+                e.insert(k, v);
+            }
+        }
+    }
+}
+
+impl<'a> Ctx<'a> {
+    pub fn new(
+        st: &'a mut State,
+        int: &'a mut Internal,
+        cfg: &'a ProjectionConfig,
+        cursor: u64,
+        f: &'a Fact,
+    ) -> Self {
+        Ctx {
+            st,
+            int,
+            cfg,
+            cursor,
+            f,
+            out: Applied::default(),
+            diag_n: 0,
+            touched: Vec::new(),
+        }
+    }
+
+    // ---- fact fields -------------------------------------------------------
+
+    /// First non-empty payload string among `keys`.
+    pub fn pstr(&self, keys: &[&str]) -> Option<String> {
+        keys.iter().find_map(|k| nonempty(self.f.payload_str(k)))
+    }
+
+    /// First payload value among `keys` that is not null.
+    pub fn pval(&self, keys: &[&str]) -> Option<Value> {
+        keys.iter()
+            .find_map(|k| self.f.payload.get(*k).filter(|v| !v.is_null()).cloned())
+    }
+
+    /// First payload string among `keys`, even if blank (text deltas).
+    pub fn ptext(&self, keys: &[&str]) -> Option<String> {
+        keys.iter()
+            .find_map(|k| self.f.payload_str(k))
+            .map(str::to_string)
+    }
+
+    /// A payload integer.
+    pub fn pint(&self, key: &str) -> Option<i64> {
+        self.f.payload.get(key).and_then(|v| {
+            v.as_i64()
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        })
+    }
+
+    pub fn title(&self) -> Option<String> {
+        nonempty(self.f.title.as_deref())
+    }
+
+    pub fn status(&self) -> Option<&str> {
+        self.f.status.as_deref()
+    }
+
+    /// `ids.turnId | ids.runId`.
+    pub fn turn(&self) -> Option<String> {
+        nonempty(self.f.ids.turn_id.as_deref()).or_else(|| nonempty(self.f.ids.run_id.as_deref()))
+    }
+
+    /// `ids.agentId | ids.subagentId`.
+    pub fn agent(&self) -> Option<String> {
+        nonempty(self.f.ids.agent_id.as_deref())
+            .or_else(|| nonempty(self.f.ids.subagent_id.as_deref()))
+    }
+
+    /// The verifier's turn key.
+    pub fn turn_key(&self) -> String {
+        self.turn().unwrap_or_default()
+    }
+
+    /// `ids.toolCallId`.
+    pub fn tool_call_id(&self) -> Option<String> {
+        nonempty(self.f.ids.tool_call_id.as_deref())
+    }
+
+    /// `refIds` plus string `outputRef`/`ref` payload fields, deduplicated.
+    pub fn refs(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        for r in &self.f.ref_ids {
+            push_unique(&mut v, r);
+        }
+        for k in ["outputRef", "ref"] {
+            if let Some(r) = self.pstr(&[k]) {
+                push_unique(&mut v, &r);
+            }
+        }
+        v
+    }
+
+    // ---- output ------------------------------------------------------------
+
+    /// Apply `chunk` to message `msg` and emit it. A chunk the AI SDK would
+    /// reject is not emitted; a diagnostic records it instead.
+    pub fn emit(&mut self, msg: &str, chunk: Chunk) -> bool {
+        let Some(m) = self.st.messages.iter_mut().find(|m| m.id == msg) else {
+            self.diag(
+                "chunk_rejected",
+                Severity::Warning,
+                format!("message {msg} is not in the projection"),
+            );
+            return false;
+        };
+        match m.apply(&chunk) {
+            Ok(()) => {
+                self.out.chunks.push(ChunkOut {
+                    message_id: Some(msg.to_string()),
+                    chunk,
+                });
+                true
+            }
+            Err(e) => {
+                self.diag("chunk_rejected", Severity::Warning, e.to_string());
+                false
+            }
+        }
+    }
+
+    /// Mark a surface entry as changed; its chunk is emitted at the end.
+    pub fn touch(&mut self, surface: &'static str, id: impl Into<String>) {
+        let id = id.into();
+        if !self.touched.iter().any(|(s, i)| *s == surface && *i == id) {
+            self.touched.push((surface, id));
+        }
+    }
+
+    /// Record a diagnostic; returns its id.
+    pub fn diag(&mut self, code: &str, severity: Severity, message: String) -> String {
+        self.diag_tool(code, severity, message, self.tool_call_id())
+    }
+
+    /// Record a diagnostic about a tool call; returns its id.
+    pub fn diag_tool(
+        &mut self,
+        code: &str,
+        severity: Severity,
+        message: String,
+        tool_call_id: Option<String>,
+    ) -> String {
+        self.diag_n += 1;
+        let id = format!("d{}-{}", self.cursor, self.diag_n);
+        self.st.diagnostics.push_back(Diagnostic {
+            id: id.clone(),
+            code: code.to_string(),
+            severity,
+            class: self.f.class.clone(),
+            event_id: self.f.id.clone(),
+            cursor: self.cursor,
+            message,
+            tool_call_id,
+        });
+        while self.st.diagnostics.len() > self.cfg.max_diagnostics {
+            self.st.diagnostics.pop_front();
+        }
+        self.touch("diagnostics", id.clone());
+        id
+    }
+
+    /// A finding for the ingest response, recorded as a warning diagnostic too.
+    pub fn finding(&mut self, code: &str, message: String) {
+        self.out.findings.push(Finding {
+            code: code.to_string(),
+            message: message.clone(),
+        });
+        self.diag(code, Severity::Warning, message);
+    }
+
+    /// Add the fact's timeline entry.
+    pub fn timeline(&mut self) {
+        self.st.timeline.push_back(TimelineEntry {
+            cursor: self.cursor,
+            event_id: self.f.id.clone(),
+            class: self.f.class.clone(),
+            source_class: self.f.source_class.clone(),
+            status: self.f.status.clone(),
+            title: self.f.title.as_ref().map(|t| truncate(t, 200)),
+            timestamp: self.f.timestamp.clone(),
+        });
+        while self.st.timeline.len() > self.cfg.max_timeline {
+            self.st.timeline.pop_front();
+        }
+    }
+
+    /// Finish the fact: derived runtime fields, bounds, surface chunks.
+    pub fn finish(mut self, runtime_before: &Runtime) -> Applied {
+        self.st.runtime.stale = self.int.sequence.stale();
+        self.st.runtime.pending_actions = self
+            .st
+            .actions
+            .values()
+            .filter(|a| a.status == "pending")
+            .count();
+        if let Some(s) = &self.f.status {
+            self.st.runtime.last_event_status = Some(s.clone());
+        }
+        self.enforce_bounds();
+        for (surface, id) in std::mem::take(&mut self.touched) {
+            if let Some(v) = self.surface_value(surface, &id) {
+                self.out.chunks.push(ChunkOut {
+                    message_id: None,
+                    chunk: Chunk::data(surface, id, v),
+                });
+            }
+        }
+        if self.st.runtime != *runtime_before {
+            if self.f.timestamp.is_some() {
+                self.st.runtime.updated_at = self.f.timestamp.clone();
+            }
+            let v = serde_json::to_value(&self.st.runtime).unwrap_or(Value::Null);
+            self.out.chunks.push(ChunkOut {
+                message_id: None,
+                chunk: Chunk::data("runtime", "runtime", v),
+            });
+        }
+        self.out
+    }
+
+    fn enforce_bounds(&mut self) {
+        let max = self.cfg.max_surface_entries;
+        bound_map(&mut self.st.tools, max);
+        bound_map(&mut self.st.actions, max);
+        bound_map(&mut self.st.artifacts, max);
+        bound_map(&mut self.st.evidence, max);
+        bound_map(&mut self.st.tasks, max);
+        bound_map(&mut self.st.agents, max);
+        bound_map(&mut self.int.turns, max);
+        let t = &mut self.st.team;
+        bound_vec(&mut t.roster, max);
+        bound_vec(&mut t.handoffs, max);
+        bound_vec(&mut t.reviews, max);
+        bound_vec(&mut t.notifications, max);
+        bound_vec(&mut t.channels, max);
+        bound_vec(&mut t.edges, max);
+        let c = &mut self.st.coding;
+        bound_map(&mut c.files, max);
+        bound_map(&mut c.patches, max);
+        bound_map(&mut c.commands, max);
+        bound_map(&mut c.tests, max);
+        bound_vec(&mut c.blocks, max);
+        bound_vec(&mut self.st.context.refs, max);
+        bound_vec(&mut self.st.context.missing, max);
+        bound_vec(&mut self.st.context.compactions, max);
+        bound_vec(&mut self.st.permissions.blocks, max);
+        while self.st.messages.len() > self.cfg.max_messages.max(1) {
+            let m = self.st.messages.remove(0);
+            self.int.current.retain(|_, v| *v != m.id);
+            self.int.part_ids.shift_remove(&m.id);
+        }
+        bound_map(&mut self.int.current, max);
+    }
+
+    /// The current JSON of a touched surface entry (None if it was dropped).
+    fn surface_value(&self, surface: &str, id: &str) -> Option<Value> {
+        let st = &*self.st;
+        let j = |v: Option<&dyn erased::Ser>| v.map(|v| v.to_json());
+        match surface {
+            "tools" => j(st.tools.get(id).map(|v| v as _)),
+            "actions" => j(st.actions.get(id).map(|v| v as _)),
+            "artifacts" => j(st.artifacts.get(id).map(|v| v as _)),
+            "evidence" => j(st.evidence.get(id).map(|v| v as _)),
+            "tasks" => j(st.tasks.get(id).map(|v| v as _)),
+            "agents" => j(st.agents.get(id).map(|v| v as _)),
+            "diagnostics" => j(st.diagnostics.iter().find(|d| d.id == id).map(|v| v as _)),
+            "queue" => Some(st.queue.clone()),
+            "context" => Some(serde_json::to_value(&st.context).ok()?),
+            "permissions" => Some(serde_json::to_value(&st.permissions).ok()?),
+            "team" => team_value(st, id),
+            "coding" => coding_value(st, id),
+            _ => None,
+        }
+    }
+}
+
+fn find_by(list: &[Value], key: &str, id: &str) -> Option<Value> {
+    list.iter()
+        .find(|v| v.get(key).and_then(Value::as_str) == Some(id))
+        .cloned()
+}
+
+fn team_value(st: &State, id: &str) -> Option<Value> {
+    let t = &st.team;
+    let (kind, rest) = id.split_once(':').unwrap_or((id, ""));
+    match kind {
+        "roster" => Some(json!(t.roster)),
+        "edges" => serde_json::to_value(&t.edges).ok(),
+        "handoff" => find_by(&t.handoffs, "handoffId", rest),
+        "review" => find_by(&t.reviews, "reviewId", rest),
+        "notification" => find_by(&t.notifications, "notificationId", rest),
+        "channel" => find_by(&t.channels, "channelId", rest),
+        _ => None,
+    }
+}
+
+fn coding_value(st: &State, id: &str) -> Option<Value> {
+    let c = &st.coding;
+    let (kind, rest) = id.split_once(':')?;
+    match kind {
+        "file" => c.files.get(rest).cloned(),
+        "patch" => c.patches.get(rest).cloned(),
+        "command" => c.commands.get(rest).cloned(),
+        "test" => c.tests.get(rest).cloned(),
+        "block" => find_by(&c.blocks, "blockId", id),
+        _ => None,
+    }
+}
+
+/// Object-safe "serialise to JSON" for the surface lookup above.
+mod erased {
+    pub trait Ser {
+        fn to_json(&self) -> serde_json::Value;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn to_json(&self) -> serde_json::Value {
+            serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+        }
+    }
+}

@@ -1,0 +1,527 @@
+//! Messages: which message a fact belongs to, message creation, text and
+//! reasoning streaming with segmentation (seed 003), final-text and summary
+//! reconciliation (seed 000), user input, and data parts inserted into a
+//! message. Every part change goes through `Ctx::emit` (`Message::apply`).
+
+use serde_json::json;
+
+use super::chunk::Chunk;
+use super::ctx::{nonempty, Ctx};
+use super::message::{Message, MessageStatus, Part, Role};
+use super::state::Severity;
+
+/// Whether an open part is text or reasoning.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Text,
+    Reasoning,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn msg(&self, id: &str) -> Option<&Message> {
+        self.st.messages.iter().find(|m| m.id == id)
+    }
+
+    /// `ids.messageId | payload.messageId`.
+    pub fn explicit_message_id(&self) -> Option<String> {
+        nonempty(self.f.ids.message_id.as_deref()).or_else(|| self.pstr(&["messageId"]))
+    }
+
+    fn message_key(&self) -> String {
+        format!(
+            "{}\u{1f}{}",
+            self.agent().unwrap_or_default(),
+            self.turn().unwrap_or_default()
+        )
+    }
+
+    /// The open assistant message of this fact's agent and turn, if any.
+    pub fn open_assistant(&self) -> Option<String> {
+        if let Some(id) = self.explicit_message_id() {
+            return self
+                .msg(&id)
+                .filter(|m| m.status == MessageStatus::Streaming)
+                .map(|m| m.id.clone());
+        }
+        let id = self.int.current.get(&self.message_key())?;
+        self.msg(id)
+            .filter(|m| m.status == MessageStatus::Streaming)
+            .map(|m| m.id.clone())
+    }
+
+    /// True when the fact belongs to an assistant message context: it names
+    /// a message, turn or run, or its agent/turn has an open message.
+    pub fn has_message_context(&self) -> bool {
+        self.explicit_message_id().is_some()
+            || self.turn().is_some()
+            || self.open_assistant().is_some()
+    }
+
+    /// The assistant message this fact belongs to, created if needed.
+    pub fn ensure_assistant(&mut self) -> String {
+        let key = self.message_key();
+        if let Some(id) = self.explicit_message_id() {
+            if self.msg(&id).is_none() {
+                self.create_message(&id, Role::Assistant);
+            }
+            self.int.current.insert(key, id.clone());
+            return id;
+        }
+        if let Some(id) = self.open_assistant() {
+            return id;
+        }
+        let id = self.fresh_message_id(format!("msg-{}", self.cursor));
+        self.create_message(&id, Role::Assistant);
+        self.int.current.insert(key, id.clone());
+        id
+    }
+
+    fn fresh_message_id(&self, base: String) -> String {
+        let mut id = base.clone();
+        let mut n = 1;
+        while self.msg(&id).is_some() {
+            n += 1;
+            id = format!("{base}-{n}");
+        }
+        id
+    }
+
+    /// Push a new message and emit its `start` chunk.
+    pub fn create_message(&mut self, id: &str, role: Role) {
+        let mut m = Message::new(id, role, self.cursor);
+        if role == Role::Assistant {
+            m.agent_id = self.agent();
+        }
+        m.turn_id = nonempty(self.f.ids.turn_id.as_deref());
+        m.run_id = nonempty(self.f.ids.run_id.as_deref());
+        self.st.messages.push(m);
+        self.emit(
+            id,
+            Chunk::Start {
+                message_id: id.to_string(),
+            },
+        );
+    }
+
+    /// The open text or reasoning part of a message: `(chunk id, index)`.
+    pub fn open_part(&self, msg: &str, kind: Stream) -> Option<(String, usize)> {
+        let m = self.msg(msg)?;
+        m.open_parts
+            .iter()
+            .rev()
+            .find(|(_, i)| {
+                matches!(
+                    (m.parts.get(*i), kind),
+                    (Some(Part::Text { .. }), Stream::Text)
+                        | (Some(Part::Reasoning { .. }), Stream::Reasoning)
+                )
+            })
+            .cloned()
+    }
+
+    /// End every open text and reasoning part (a segment boundary).
+    pub fn end_open(&mut self, msg: &str) {
+        let open = self.msg(msg).map(|m| {
+            m.open_parts
+                .iter()
+                .map(|(id, i)| {
+                    (
+                        id.clone(),
+                        matches!(m.parts.get(*i), Some(Part::Text { .. })),
+                    )
+                })
+                .collect::<Vec<_>>()
+        });
+        for (id, is_text) in open.unwrap_or_default() {
+            let c = if is_text {
+                Chunk::TextEnd { id }
+            } else {
+                Chunk::ReasoningEnd { id }
+            };
+            self.emit(msg, c);
+        }
+    }
+
+    /// Insert a new non-text part: end the open segment first.
+    pub fn insert_part(&mut self, msg: &str, chunk: Chunk) -> bool {
+        self.end_open(msg);
+        self.emit(msg, chunk)
+    }
+
+    /// Put a `data-<name>` part with this id into `msg`: replaced in place
+    /// when present, else inserted as a new segment.
+    pub fn put_data_part(&mut self, msg: &str, name: &str, id: &str, data: serde_json::Value) {
+        let exists = self.msg(msg).is_some_and(|m| {
+            m.parts.iter().any(
+                |p| matches!(p, Part::Data { name: n, id: Some(i), .. } if n == name && i == id),
+            )
+        });
+        let c = Chunk::data(name, id, data);
+        if exists {
+            self.emit(msg, c);
+        } else {
+            self.insert_part(msg, c);
+        }
+    }
+
+    fn part_id_used(&self, msg: &str, id: &str) -> bool {
+        self.int
+            .part_ids
+            .get(msg)
+            .is_some_and(|v| v.iter().any(|(p, _)| p == id))
+    }
+
+    /// Start a new text or reasoning part; returns its chunk id.
+    fn start_part(&mut self, msg: &str, kind: Stream) -> Option<String> {
+        let idx = self.msg(msg)?.parts.len();
+        let id = match nonempty(self.f.ids.part_id.as_deref()) {
+            Some(p) if !self.part_id_used(msg, &p) => p,
+            _ => {
+                let letter = if kind == Stream::Text { 't' } else { 'r' };
+                let mut id = format!("{msg}-{letter}{idx}");
+                while self.part_id_used(msg, &id) {
+                    id.push('x');
+                }
+                id
+            }
+        };
+        let c = match kind {
+            Stream::Text => Chunk::TextStart { id: id.clone() },
+            Stream::Reasoning => Chunk::ReasoningStart { id: id.clone() },
+        };
+        if !self.emit(msg, c) {
+            return None;
+        }
+        self.int
+            .part_ids
+            .entry(msg.to_string())
+            .or_default()
+            .push((id.clone(), idx));
+        Some(id)
+    }
+
+    /// Stream `delta` into the open part of `kind`, opening one if needed.
+    fn stream_into(&mut self, msg: &str, kind: Stream, delta: String) {
+        let wanted = nonempty(self.f.ids.part_id.as_deref());
+        let open = self
+            .open_part(msg, kind)
+            .filter(|(id, _)| wanted.as_deref().map_or(true, |w| w == id));
+        let id = match open {
+            Some((id, _)) => id,
+            None => {
+                self.end_open(msg);
+                match self.start_part(msg, kind) {
+                    Some(id) => id,
+                    None => return,
+                }
+            }
+        };
+        let c = match kind {
+            Stream::Text => Chunk::TextDelta { id, delta },
+            Stream::Reasoning => Chunk::ReasoningDelta { id, delta },
+        };
+        self.emit(msg, c);
+    }
+
+    /// `text.delta`.
+    pub fn on_text_delta(&mut self) {
+        let Some(delta) = self.ptext(&["delta", "text", "content"]) else {
+            return;
+        };
+        if delta.is_empty() {
+            return;
+        }
+        let msg = self.ensure_assistant();
+        self.stream_into(&msg, Stream::Text, delta);
+    }
+
+    /// `reasoning.delta`: projected only when raw reasoning is enabled.
+    pub fn on_reasoning_delta(&mut self) {
+        if self.st.runtime.phase.as_deref() != Some("reasoning") {
+            self.st.runtime.phase = Some("reasoning".into());
+        }
+        if !self.cfg.raw_reasoning {
+            self.int.hidden_reasoning_deltas += 1;
+            return;
+        }
+        let Some(delta) = self.ptext(&["delta", "text", "content"]) else {
+            return;
+        };
+        if delta.is_empty() {
+            return;
+        }
+        let msg = self.ensure_assistant();
+        self.stream_into(&msg, Stream::Reasoning, delta);
+    }
+
+    /// `reasoning.summary`: a collapsed reasoning part; reconciles with raw
+    /// reasoning streamed into an open part.
+    pub fn on_reasoning_summary(&mut self) {
+        let Some(summary) = self.pstr(&["summary", "text"]) else {
+            return;
+        };
+        let msg = self.ensure_assistant();
+        if let Some((id, idx)) = self.open_part(&msg, Stream::Reasoning) {
+            let streamed = self.part_text(&msg, idx);
+            if summary != streamed {
+                if let Some(tail) = summary.strip_prefix(streamed.as_str()) {
+                    let c = Chunk::ReasoningDelta {
+                        id: id.clone(),
+                        delta: tail.to_string(),
+                    };
+                    self.emit(&msg, c);
+                } else {
+                    self.replace_part_text(&msg, idx, &id, &summary, &streamed);
+                }
+            }
+            self.emit(&msg, Chunk::ReasoningEnd { id });
+            return;
+        }
+        self.end_open(&msg);
+        if let Some(id) = self.start_part(&msg, Stream::Reasoning) {
+            let c = Chunk::ReasoningDelta {
+                id: id.clone(),
+                delta: summary,
+            };
+            self.emit(&msg, c);
+            self.emit(&msg, Chunk::ReasoningEnd { id });
+        }
+    }
+
+    fn part_text(&self, msg: &str, idx: usize) -> String {
+        match self.msg(msg).and_then(|m| m.parts.get(idx)) {
+            Some(Part::Text { text, .. }) | Some(Part::Reasoning { text, .. }) => text.clone(),
+            _ => String::new(),
+        }
+    }
+
+    /// The final text wins over what was streamed: the one direct part
+    /// change, announced by a transient `data-reconciliation` chunk.
+    fn replace_part_text(&mut self, msg: &str, idx: usize, id: &str, text: &str, streamed: &str) {
+        let Some(m) = self.st.messages.iter_mut().find(|m| m.id == msg) else {
+            return;
+        };
+        if !m.replace_text(idx, text) {
+            return;
+        }
+        let c = Chunk::Data {
+            name: "reconciliation".into(),
+            id: Some(id.to_string()),
+            data: json!({
+                "messageId": msg,
+                "partIndex": idx,
+                "text": text,
+                "streamedText": streamed,
+            }),
+            transient: true,
+        };
+        self.emit(msg, c);
+        let note = format!("final text of part {id} in message {msg} differs from the streamed text; the final text wins");
+        self.out.findings.push(super::Finding {
+            code: "final_text_differs".into(),
+            message: note.clone(),
+        });
+        self.diag("final_text_differs", Severity::Info, note);
+    }
+
+    fn part_chunk_id(&self, msg: &str, idx: usize) -> String {
+        self.int
+            .part_ids
+            .get(msg)
+            .and_then(|v| v.iter().rev().find(|(_, i)| *i == idx))
+            .map(|(id, _)| id.clone())
+            .unwrap_or_else(|| format!("{msg}-t{idx}"))
+    }
+
+    /// `text.final`: confirm, complete or correct the streamed text; never
+    /// duplicate it.
+    pub fn on_text_final(&mut self) {
+        let Some(fin) = self.ptext(&["text", "content"]) else {
+            return;
+        };
+        let msg = self.ensure_assistant();
+        let Some(m) = self.msg(&msg) else { return };
+        let texts: Vec<(usize, String)> = m
+            .parts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match p {
+                Part::Text { text, .. } => Some((i, text.clone())),
+                _ => None,
+            })
+            .collect();
+        let open = self.open_part(&msg, Stream::Text);
+        let by_part_id = nonempty(self.f.ids.part_id.as_deref()).and_then(|p| {
+            self.int
+                .part_ids
+                .get(&msg)
+                .and_then(|v| v.iter().find(|(id, _)| *id == p))
+                .filter(|(_, i)| matches!(m.parts.get(*i), Some(Part::Text { .. })))
+                .cloned()
+        });
+        let last_text = match m.parts.last() {
+            Some(Part::Text { .. }) => Some(m.parts.len() - 1),
+            _ => None,
+        };
+        let target: Option<usize> = by_part_id
+            .map(|(_, i)| i)
+            .or(open.as_ref().map(|(_, i)| *i))
+            .or(last_text);
+        let full: String = texts.iter().map(|(_, t)| t.as_str()).collect();
+
+        let Some(t) = target else {
+            // No target part: new text only for what was never streamed.
+            if fin.is_empty() || fin == full {
+                return;
+            }
+            let tail = if full.is_empty() {
+                Some(fin.as_str())
+            } else {
+                fin.strip_prefix(full.as_str())
+            };
+            match tail {
+                Some(tail) => {
+                    self.end_open(&msg);
+                    if let Some(id) = self.start_part(&msg, Stream::Text) {
+                        let c = Chunk::TextDelta {
+                            id: id.clone(),
+                            delta: tail.to_string(),
+                        };
+                        self.emit(&msg, c);
+                        self.emit(&msg, Chunk::TextEnd { id });
+                    }
+                }
+                None => {
+                    // Differs from segments that are all closed: the final
+                    // text goes into the last text part.
+                    if let Some((li, _)) = texts.last() {
+                        self.final_wins(&msg, &texts, *li, &fin);
+                    }
+                }
+            }
+            return;
+        };
+
+        let is_open = open.as_ref().is_some_and(|(_, i)| *i == t);
+        let tid = self.part_chunk_id(&msg, t);
+        let target_text = self.part_text(&msg, t);
+        let prefix: String = texts
+            .iter()
+            .filter(|(i, _)| *i < t)
+            .map(|(_, s)| s.as_str())
+            .collect();
+        if fin != full {
+            match fin.strip_prefix(prefix.as_str()) {
+                Some(rem) if rem == target_text => {}
+                Some(rem) if is_open && rem.starts_with(target_text.as_str()) => {
+                    let c = Chunk::TextDelta {
+                        id: tid.clone(),
+                        delta: rem[target_text.len()..].to_string(),
+                    };
+                    self.emit(&msg, c);
+                }
+                _ => self.final_wins(&msg, &texts, t, &fin),
+            }
+        }
+        if is_open {
+            self.emit(&msg, Chunk::TextEnd { id: tid });
+        }
+    }
+
+    /// Make the message's text equal `fin`: the part at `t` takes what
+    /// remains after the unchanged earlier parts; if even those disagree,
+    /// they are emptied and `t` takes the whole final text.
+    fn final_wins(&mut self, msg: &str, texts: &[(usize, String)], t: usize, fin: &str) {
+        let prefix: String = texts
+            .iter()
+            .filter(|(i, _)| *i < t)
+            .map(|(_, s)| s.as_str())
+            .collect();
+        let rem = match fin.strip_prefix(prefix.as_str()) {
+            Some(rem) => rem.to_string(),
+            None => {
+                for (i, s) in texts.iter().filter(|(i, s)| *i < t && !s.is_empty()) {
+                    let id = self.part_chunk_id(msg, *i);
+                    self.replace_part_text(msg, *i, &id, "", s);
+                }
+                fin.to_string()
+            }
+        };
+        // Later text parts (after the target) are emptied too.
+        for (i, s) in texts.iter().filter(|(i, s)| *i > t && !s.is_empty()) {
+            let id = self.part_chunk_id(msg, *i);
+            self.replace_part_text(msg, *i, &id, "", s);
+        }
+        let streamed = self.part_text(msg, t);
+        let id = self.part_chunk_id(msg, t);
+        if streamed != rem {
+            self.replace_part_text(msg, t, &id, &rem, &streamed);
+        }
+    }
+
+    /// `turn.submitted`: the user's input as a user message.
+    pub fn on_user_input(&mut self) {
+        let text = self
+            .pstr(&["text", "input", "content", "prompt"])
+            .or_else(|| self.pstr(&["message"]));
+        let Some(text) = text else { return };
+        let base = self
+            .explicit_message_id()
+            .or_else(|| self.turn().map(|t| format!("user-{t}")))
+            .unwrap_or_else(|| format!("user-{}", self.cursor));
+        let id = if self.msg(&base).is_some() {
+            self.fresh_message_id(format!("user-{}", self.cursor))
+        } else {
+            base
+        };
+        self.create_message(&id, Role::User);
+        if let Some(m) = self.st.messages.iter_mut().find(|m| m.id == id) {
+            m.agent_id = None;
+        }
+        let pid = format!("{id}-t0");
+        self.int
+            .part_ids
+            .entry(id.clone())
+            .or_default()
+            .push((pid.clone(), 0));
+        self.emit(&id, Chunk::TextStart { id: pid.clone() });
+        let c = Chunk::TextDelta {
+            id: pid.clone(),
+            delta: text,
+        };
+        self.emit(&id, c);
+        self.emit(&id, Chunk::TextEnd { id: pid });
+        self.emit(
+            &id,
+            Chunk::Finish {
+                finish_reason: None,
+            },
+        );
+    }
+
+    /// Close every open assistant message of the ending turn/run.
+    pub fn close_turn_messages(&mut self, end: Chunk) {
+        let turn = nonempty(self.f.ids.turn_id.as_deref());
+        let run = nonempty(self.f.ids.run_id.as_deref());
+        let ids: Vec<String> = self
+            .st
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .filter(|m| m.status == MessageStatus::Streaming)
+            .filter(|m| {
+                let unscoped = m.turn_id.is_none() && m.run_id.is_none();
+                (turn.is_none() && run.is_none())
+                    || unscoped
+                    || (turn.is_some() && m.turn_id == turn)
+                    || (run.is_some() && m.run_id == run)
+            })
+            .map(|m| m.id.clone())
+            .collect();
+        for id in &ids {
+            self.end_open(id);
+            self.emit(id, end.clone());
+        }
+        self.int.current.retain(|_, v| !ids.contains(v));
+    }
+}

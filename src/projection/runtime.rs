@@ -1,0 +1,258 @@
+//! The runtime surface and run lifecycle: status derived only from lifecycle
+//! facts (`turn.submitted`, `run.*`), work facts moving an idle run to
+//! running, run end closing the turn's open messages, sequence findings and
+//! the light per-turn verifier (`work_after_turn_end`,
+//! `repeated_terminal_event`).
+
+use super::chunk::{Chunk, FinishReason};
+use super::ctx::{nonempty, Ctx, TurnMark};
+use super::sequence::SeqOutcome;
+use super::state::{Severity, RUNTIME_STATUSES};
+
+const TERMINAL: &[&str] = &["completed", "failed", "cancelled", "interrupted"];
+
+/// Statuses that `run.status` phases map onto when they are not statuses.
+fn phase_status(phase: &str) -> Option<&'static str> {
+    Some(match phase {
+        "submitted" | "accepted" => "accepted",
+        "routing" => "routing",
+        "preparing" => "preparing",
+        "planning" | "reasoning" | "acting" | "reviewing" | "producing" | "reconciling"
+        | "streaming" => "running",
+        "waiting" => "waiting",
+        "completed" => "completed",
+        "failed" => "failed",
+        "cancelled" | "canceled" => "cancelled",
+        "interrupted" => "interrupted",
+        _ => return None,
+    })
+}
+
+/// Classes whose facts show that work is happening.
+pub fn is_work(class: &str) -> bool {
+    matches!(
+        class.split('.').next().unwrap_or(""),
+        "text" | "reasoning" | "tool" | "plan" | "patch" | "command" | "test" | "file"
+    ) || class == "model.requested"
+}
+
+impl<'a> Ctx<'a> {
+    fn set_status(&mut self, status: &str) {
+        if self.st.runtime.status != status {
+            self.st.runtime.status = status.to_string();
+        }
+    }
+
+    fn adopt_ids(&mut self) {
+        let ids = &self.f.ids;
+        if let Some(r) = nonempty(ids.run_id.as_deref()) {
+            self.st.runtime.run_id = Some(r);
+        }
+        if let Some(t) = nonempty(ids.turn_id.as_deref()) {
+            self.st.runtime.turn_id = Some(t);
+        }
+        if let Some(t) = nonempty(ids.thread_id.as_deref()) {
+            self.st.runtime.thread_id = Some(t);
+        }
+    }
+
+    /// Check the runtime `sequence` of the fact within its stream.
+    pub fn check_sequence(&mut self) {
+        let Some(seq) = self.f.sequence else { return };
+        let ids = &self.f.ids;
+        let key = format!(
+            "{}\u{1f}{}\u{1f}{}",
+            ids.session_id.as_deref().unwrap_or(""),
+            ids.thread_id.as_deref().unwrap_or(""),
+            ids.run_id
+                .as_deref()
+                .or(ids.turn_id.as_deref())
+                .unwrap_or("")
+        );
+        match self.int.sequence.observe(&key, seq) {
+            SeqOutcome::First | SeqOutcome::Next | SeqOutcome::Filled => {}
+            SeqOutcome::Gap { from, to } => {
+                let missing = if from == to {
+                    format!("{from}")
+                } else {
+                    format!("{from}..{to}")
+                };
+                self.finding(
+                    "sequence_gap",
+                    format!("sequence {seq} arrived but {missing} never did; the projection is stale until repaired"),
+                );
+            }
+            SeqOutcome::RepeatOrStepBack { max } => {
+                let what = if seq == max {
+                    "a repeat"
+                } else {
+                    "a step back"
+                };
+                self.finding(
+                    "sequence_gap",
+                    format!("sequence {seq} is {what} (highest seen {max}); the projection is stale until repaired"),
+                );
+            }
+        }
+    }
+
+    /// A repair event: it can fix stream gaps, never tool or action states.
+    pub fn on_repair(&mut self) {
+        self.int.sequence.repair();
+    }
+
+    /// Before a work fact: verifier check and idle -> running.
+    pub fn on_work(&mut self) {
+        let key = self.turn_key();
+        if self.int.turns.get(&key).is_some_and(|t| t.ended) {
+            self.finding(
+                "work_after_turn_end",
+                format!("{} arrived after turn '{key}' ended", self.f.class),
+            );
+            return;
+        }
+        let status = self.st.runtime.status.as_str();
+        let new_turn = TERMINAL.contains(&status)
+            && self.turn().is_some()
+            && self.turn() != self.st.runtime.turn_id
+            && self.turn() != self.st.runtime.run_id;
+        if matches!(status, "idle" | "accepted" | "unknown") || new_turn {
+            self.set_status("running");
+            self.adopt_ids();
+        }
+    }
+
+    /// `turn.submitted`.
+    pub fn on_submitted(&mut self) {
+        self.int.turns.shift_remove(&self.turn_key());
+        self.set_status("accepted");
+        self.st.runtime.failure_category = None;
+        self.st.runtime.phase = None;
+        self.adopt_ids();
+        self.on_user_input();
+    }
+
+    /// `run.started`.
+    pub fn on_run_started(&mut self) {
+        self.int.turns.shift_remove(&self.turn_key());
+        self.set_status("running");
+        self.st.runtime.failure_category = None;
+        self.adopt_ids();
+    }
+
+    /// `run.status`: the runtime's own status or phase word.
+    pub fn on_run_status(&mut self) {
+        let status = self.pstr(&["status", "runtimeStatus"]);
+        let phase = self
+            .pstr(&["phase"])
+            .or_else(|| nonempty(self.f.taxonomy.phase.as_deref()));
+        if let Some(p) = &phase {
+            self.st.runtime.phase = Some(p.clone());
+        }
+        self.adopt_ids();
+        let mapped = match (&status, &phase) {
+            (Some(s), _) => RUNTIME_STATUSES.iter().find(|x| **x == s.as_str()).copied(),
+            (None, Some(p)) => RUNTIME_STATUSES
+                .iter()
+                .find(|x| **x == p.as_str())
+                .copied()
+                .or_else(|| phase_status(p)),
+            (None, None) => return,
+        };
+        match mapped {
+            Some(s) => self.set_status(s),
+            None => {
+                self.set_status("unknown");
+                let word = status.or(phase).unwrap_or_default();
+                self.diag(
+                    "unknown_runtime_status",
+                    Severity::Warning,
+                    format!("run.status '{word}' is not a known runtime status"),
+                );
+            }
+        }
+    }
+
+    /// `run.finished | run.failed | run.canceled` (and fatal errors).
+    pub fn on_run_end(&mut self) {
+        let key = self.turn_key();
+        if self.int.turns.get(&key).is_some_and(|t| t.ended) {
+            self.finding(
+                "repeated_terminal_event",
+                format!("{} repeats the end of turn '{key}'; ignored", self.f.class),
+            );
+            return;
+        }
+        self.int.turns.insert(key, TurnMark { ended: true });
+        let word = self
+            .pstr(&["outcome", "reason", "status"])
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let outcome = match self.f.class.as_str() {
+            "run.failed" => "failed",
+            "run.canceled" => "cancelled",
+            _ if self.pval(&["fatal"]).and_then(|v| v.as_bool()) == Some(true) => "failed",
+            _ if word.contains("interrupt") => "interrupted",
+            _ if word.contains("cancel") => "cancelled",
+            _ => "completed",
+        };
+        self.adopt_ids();
+        self.set_status(outcome);
+        self.st.runtime.phase = None;
+        if outcome == "failed" {
+            let cat = self
+                .pstr(&["failureCategory"])
+                .or_else(|| (self.f.class != "run.failed").then(|| self.f.class.clone()));
+            self.st.runtime.failure_category = cat;
+            let msg = match &self.st.runtime.failure_category {
+                Some(c) => format!("run failed: {c}"),
+                None => "run failed".to_string(),
+            };
+            if self.f.class == "run.failed" {
+                self.diag("run.failed", Severity::Error, msg);
+            }
+        }
+        let end = match outcome {
+            "failed" => Chunk::Finish {
+                finish_reason: Some(FinishReason::Error),
+            },
+            "cancelled" | "interrupted" => Chunk::Abort {
+                reason: Some(
+                    self.pstr(&["reason"])
+                        .unwrap_or_else(|| outcome.to_string()),
+                ),
+            },
+            _ => Chunk::Finish {
+                finish_reason: Some(FinishReason::Stop),
+            },
+        };
+        self.close_turn_messages(end);
+        if matches!(outcome, "cancelled" | "interrupted") {
+            self.cancel_running_tools();
+        }
+    }
+
+    /// After an action resolution: back to running if nothing is pending.
+    pub fn resume_if_unblocked(&mut self) {
+        let pending = self.st.actions.values().any(|a| a.status == "pending");
+        if !pending && matches!(self.st.runtime.status.as_str(), "waiting" | "blocked") {
+            self.set_status("running");
+        }
+    }
+
+    /// `action.required`: waiting (or blocked when the fact says so).
+    pub fn on_wait(&mut self) {
+        let s = if self.status() == Some("blocked") {
+            "blocked"
+        } else {
+            "waiting"
+        };
+        self.set_status(s);
+        self.adopt_ids();
+    }
+
+    /// `sandbox.blocked`.
+    pub fn on_blocked(&mut self) {
+        self.set_status("blocked");
+    }
+}

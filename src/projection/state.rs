@@ -1,0 +1,329 @@
+//! The public snapshot state of a projection (`snapshot.state`): the runtime
+//! status and every keyed surface, as plain serialisable data. Keyed surfaces
+//! are `IndexMap`s so insertion order (and the JSON output) is deterministic.
+
+use std::collections::VecDeque;
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::message::Message;
+
+/// Runtime statuses a projection may show (PROTOCOL §2).
+pub const RUNTIME_STATUSES: &[&str] = &[
+    "idle",
+    "accepted",
+    "routing",
+    "preparing",
+    "running",
+    "waiting",
+    "blocked",
+    "retrying",
+    "completed",
+    "failed",
+    "cancelled",
+    "interrupted",
+    "stale",
+    "unknown",
+];
+
+/// The whole public state.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct State {
+    pub runtime: Runtime,
+    pub messages: Vec<Message>,
+    pub tools: IndexMap<String, ToolEntry>,
+    pub actions: IndexMap<String, ActionEntry>,
+    pub artifacts: IndexMap<String, ArtifactEntry>,
+    pub evidence: IndexMap<String, EvidenceEntry>,
+    pub tasks: IndexMap<String, TaskEntry>,
+    pub agents: IndexMap<String, AgentEntry>,
+    pub team: Team,
+    /// The latest `queue.changed` payload as the queue state.
+    pub queue: Value,
+    pub context: Context,
+    pub permissions: Permissions,
+    pub coding: Coding,
+    pub diagnostics: VecDeque<Diagnostic>,
+    pub timeline: VecDeque<TimelineEntry>,
+}
+
+/// `runtime`: derived only from lifecycle facts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Runtime {
+    /// One of [`RUNTIME_STATUSES`].
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_category: Option<String>,
+    /// The `status` field of the last fact, as the runtime said it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_event_status: Option<String>,
+    /// True while a runtime sequence gap, repeat or step back is unrepaired.
+    pub stale: bool,
+    /// Actions still pending (`action.required` without `action.resolved`).
+    pub pending_actions: usize,
+    /// Producer timestamp of the fact that last changed this object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<String>,
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Runtime {
+            status: "idle".into(),
+            run_id: None,
+            turn_id: None,
+            thread_id: None,
+            phase: None,
+            failure_category: None,
+            last_event_status: None,
+            stale: false,
+            pending_actions: 0,
+            updated_at: None,
+        }
+    }
+}
+
+/// `tools[toolCallId]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolEntry {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    /// `running | completed | failed | cancelled`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_summary: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Value>,
+    pub output_refs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_category: Option<String>,
+    pub started_cursor: u64,
+    pub updated_cursor: u64,
+    /// `tool | patch | command | test`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+}
+
+/// `actions[actionId]`: pending until `action.resolved`, never otherwise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionEntry {
+    pub action_id: String,
+    /// `pending | resolved`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    /// Absent when the resolution arrived without a request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_cursor: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_cursor: Option<u64>,
+}
+
+/// `artifacts[artifactId]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArtifactEntry {
+    pub artifact_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Only from `payload.artifactKind | kind | type`; never guessed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub refs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    pub updated_cursor: u64,
+}
+
+/// `evidence[evidenceId]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvidenceEntry {
+    pub evidence_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Only from `payload.verdict`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+    pub refs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    pub updated_cursor: u64,
+}
+
+/// `tasks[taskId]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskEntry {
+    pub task_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_task_id: Option<String>,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    pub updated_cursor: u64,
+}
+
+/// `agents[agentId]`: teammates, subagents and workers with their lineage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentEntry {
+    pub agent_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_thread_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `known | unavailable`.
+    pub lineage: String,
+    pub updated_cursor: u64,
+}
+
+/// `team`: roster, handoffs, reviews, worker notifications, channels, edges.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Team {
+    pub roster: Vec<String>,
+    pub handoffs: Vec<Value>,
+    pub reviews: Vec<Value>,
+    pub notifications: Vec<Value>,
+    pub channels: Vec<Value>,
+    pub edges: Vec<Edge>,
+}
+
+/// A delegation or handoff edge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Edge {
+    pub from: String,
+    pub to: String,
+    pub kind: String,
+}
+
+/// `context`: refs, budget, compaction boundaries.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Context {
+    pub refs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Value>,
+    pub missing: Vec<String>,
+    pub compactions: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_cursor: Option<u64>,
+}
+
+/// `permissions`: mode, risk, sandbox, last decision, blocks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Permissions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_decision: Option<Value>,
+    pub blocks: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_cursor: Option<u64>,
+}
+
+/// `coding`: the coding-agent workbench.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Coding {
+    pub files: IndexMap<String, Value>,
+    pub patches: IndexMap<String, Value>,
+    pub commands: IndexMap<String, Value>,
+    pub tests: IndexMap<String, Value>,
+    pub blocks: Vec<Value>,
+}
+
+/// Diagnostic severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+/// One diagnostic. Never part of message text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Diagnostic {
+    pub id: String,
+    pub code: String,
+    pub severity: Severity,
+    pub class: String,
+    pub event_id: String,
+    pub cursor: u64,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+/// One compact timeline entry per applied fact.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimelineEntry {
+    pub cursor: u64,
+    pub event_id: String,
+    pub class: String,
+    pub source_class: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+}

@@ -1,0 +1,384 @@
+//! Tool calls: the `tools` surface and the AI SDK tool parts of messages
+//! (`tool.*`, and `patch.*` / `command.*` / `test.*` facts with a
+//! `toolCallId`, which are tool-like). Outputs reach messages only as a small
+//! summary plus refs; progress and output streams stay on the surface.
+
+use serde_json::{json, Value};
+
+use super::chunk::Chunk;
+use super::ctx::{push_unique, truncate, Ctx};
+use super::message::{Part, ToolState};
+use super::state::{Severity, ToolEntry};
+
+/// A summary is inlined in a tool output only up to this JSON size.
+pub const MAX_INLINE_SUMMARY: usize = 2_000;
+
+/// How a tool-like fact ends.
+pub enum ToolEnd {
+    Output(Value),
+    Error(String),
+}
+
+impl<'a> Ctx<'a> {
+    /// The tool kind of a class family.
+    fn tool_kind(&self) -> &'static str {
+        match self.f.family() {
+            "patch" => "patch",
+            "command" => "command",
+            "test" => "test",
+            _ => "tool",
+        }
+    }
+
+    fn tool_name(&self) -> String {
+        let named = if self.tool_kind() == "tool" {
+            self.pstr(&["toolName", "name", "tool"])
+        } else {
+            self.pstr(&["toolName"])
+        };
+        named.unwrap_or_else(|| match self.tool_kind() {
+            "tool" => "unknown".to_string(),
+            k => k.to_string(),
+        })
+    }
+
+    fn tool_input(&self) -> Value {
+        if let Some(v) = self.pval(&["input", "args", "arguments"]) {
+            return v;
+        }
+        if self.tool_kind() != "tool" {
+            let p = Value::Object(self.f.payload.clone());
+            if !self.f.payload.is_empty() && p.to_string().len() <= MAX_INLINE_SUMMARY {
+                return p;
+            }
+        }
+        Value::Null
+    }
+
+    /// Where a tool's part lives: `(message id, part state)` if still there.
+    fn tool_part(&self, tcid: &str) -> Option<(String, ToolState)> {
+        let msg = self.st.tools.get(tcid)?.message_id.clone()?;
+        let m = self.msg(&msg)?;
+        let i = m.tool_index(tcid)?;
+        match &m.parts[i] {
+            Part::Tool { state, .. } => Some((msg, *state)),
+            _ => None,
+        }
+    }
+
+    /// Create the surface entry of a tool call.
+    fn new_tool_entry(&mut self, tcid: &str, name: String) {
+        let e = ToolEntry {
+            tool_call_id: tcid.to_string(),
+            tool_name: name,
+            status: "running".into(),
+            message_id: None,
+            title: self.title(),
+            input_summary: None,
+            progress: None,
+            output_refs: Vec::new(),
+            error_text: None,
+            failure_category: None,
+            started_cursor: self.cursor,
+            updated_cursor: self.cursor,
+            kind: Some(self.tool_kind().to_string()),
+            exit_code: None,
+        };
+        self.st.tools.insert(tcid.to_string(), e);
+    }
+
+    /// Add a new tool part to the fact's assistant message.
+    fn open_tool_part(&mut self, tcid: &str, input: Value) {
+        let msg = self.ensure_assistant();
+        let name = self.st.tools[tcid].tool_name.clone();
+        let title = self.title();
+        let start = Chunk::ToolInputStart {
+            tool_call_id: tcid.to_string(),
+            tool_name: name.clone(),
+            title: title.clone(),
+        };
+        if self.insert_part(&msg, start) {
+            let avail = Chunk::ToolInputAvailable {
+                tool_call_id: tcid.to_string(),
+                tool_name: name,
+                input,
+                title,
+            };
+            self.emit(&msg, avail);
+            if let Some(e) = self.st.tools.get_mut(tcid) {
+                e.message_id = Some(msg);
+            }
+        }
+    }
+
+    fn summarise_input(e: &mut ToolEntry, input: &Value) {
+        if !input.is_null() {
+            e.input_summary = Some(truncate(&input.to_string(), 200));
+        }
+    }
+
+    /// `tool.started` (and `patch|command|test.started`).
+    pub fn on_tool_started(&mut self, tcid: &str) {
+        let input = self.tool_input();
+        let part = self.tool_part(tcid);
+        match self.st.tools.get(tcid).map(|e| e.status.clone()) {
+            None => {
+                self.new_tool_entry(tcid, self.tool_name());
+                self.open_tool_part(tcid, input.clone());
+            }
+            Some(status) => {
+                let streaming = matches!(part, Some((_, ToolState::InputStreaming)));
+                if status == "running" && !streaming {
+                    self.finding(
+                        "tool_restarted",
+                        format!("tool call {tcid} started again while active"),
+                    );
+                    return;
+                }
+                // Input finished streaming, or a finished call runs again:
+                // the same part goes back to input-available.
+                match part {
+                    Some((msg, _)) => {
+                        let name = self.st.tools[tcid].tool_name.clone();
+                        let c = Chunk::ToolInputAvailable {
+                            tool_call_id: tcid.to_string(),
+                            tool_name: name,
+                            input: input.clone(),
+                            title: self.title(),
+                        };
+                        self.emit(&msg, c);
+                    }
+                    None => self.open_tool_part(tcid, input.clone()),
+                }
+            }
+        }
+        let (cursor, title) = (self.cursor, self.title());
+        if let Some(e) = self.st.tools.get_mut(tcid) {
+            e.status = "running".into();
+            e.error_text = None;
+            e.failure_category = None;
+            e.exit_code = None;
+            e.updated_cursor = cursor;
+            if title.is_some() {
+                e.title = title;
+            }
+            Self::summarise_input(e, &input);
+        }
+        self.touch("tools", tcid);
+    }
+
+    /// `tool.args.delta`: streams input only while the part is still
+    /// input-streaming (the AI SDK would otherwise regress its state).
+    pub fn on_tool_args_delta(&mut self, tcid: &str) {
+        let Some(delta) = self.ptext(&["delta", "inputTextDelta"]) else {
+            return;
+        };
+        if !self.st.tools.contains_key(tcid) {
+            self.new_tool_entry(tcid, self.tool_name());
+            let msg = self.ensure_assistant();
+            let name = self.st.tools[tcid].tool_name.clone();
+            let start = Chunk::ToolInputStart {
+                tool_call_id: tcid.to_string(),
+                tool_name: name,
+                title: self.title(),
+            };
+            if self.insert_part(&msg, start) {
+                self.st.tools[tcid].message_id = Some(msg);
+            }
+        }
+        if let Some((msg, ToolState::InputStreaming)) = self.tool_part(tcid) {
+            let c = Chunk::ToolInputDelta {
+                tool_call_id: tcid.to_string(),
+                input_text_delta: delta,
+            };
+            self.emit(&msg, c);
+        }
+        self.st.tools[tcid].updated_cursor = self.cursor;
+        self.touch("tools", tcid);
+    }
+
+    /// `tool.args`: the complete input.
+    pub fn on_tool_args(&mut self, tcid: &str) {
+        let input = self.tool_input();
+        if !self.st.tools.contains_key(tcid) {
+            self.new_tool_entry(tcid, self.tool_name());
+            self.open_tool_part(tcid, input.clone());
+        } else if let Some((msg, state)) = self.tool_part(tcid) {
+            if matches!(state, ToolState::InputStreaming | ToolState::InputAvailable) {
+                let c = Chunk::ToolInputAvailable {
+                    tool_call_id: tcid.to_string(),
+                    tool_name: self.st.tools[tcid].tool_name.clone(),
+                    input: input.clone(),
+                    title: self.title(),
+                };
+                self.emit(&msg, c);
+            }
+        }
+        let cursor = self.cursor;
+        let e = &mut self.st.tools[tcid];
+        Self::summarise_input(e, &input);
+        e.updated_cursor = cursor;
+        self.touch("tools", tcid);
+    }
+
+    /// `tool.progress | tool.output.delta | tool.changed | command.output`:
+    /// the tools surface only.
+    pub fn on_tool_progress(&mut self, tcid: &str) {
+        if !self.st.tools.contains_key(tcid) {
+            self.new_tool_entry(tcid, self.tool_name());
+        }
+        let progress = self.pval(&["progress", "percent"]).or_else(|| {
+            self.pstr(&["message", "summary"])
+                .map(|s| json!(truncate(&s, 500)))
+        });
+        let refs = self.refs();
+        let (cursor, title) = (self.cursor, self.title());
+        let e = &mut self.st.tools[tcid];
+        if progress.is_some() {
+            e.progress = progress;
+        }
+        if self.f.class == "tool.changed" && title.is_some() {
+            e.title = title;
+        }
+        for r in &refs {
+            push_unique(&mut e.output_refs, r);
+        }
+        e.updated_cursor = cursor;
+        self.touch("tools", tcid);
+    }
+
+    /// `tool.result | tool.failed` and the tool-like ends of coding classes.
+    pub fn on_tool_end(&mut self, tcid: &str, end: ToolEnd) {
+        let known = self.st.tools.contains_key(tcid);
+        if !known {
+            self.finding(
+                "tool_result_without_start",
+                format!("{} for tool call {tcid} that never started", self.f.class),
+            );
+            self.new_tool_entry(tcid, self.tool_name());
+        }
+        let msg = match self.tool_part(tcid) {
+            Some((msg, _)) => msg,
+            None => {
+                self.open_tool_part(tcid, Value::Null);
+                match self.tool_part(tcid) {
+                    Some((msg, _)) => msg,
+                    None => String::new(),
+                }
+            }
+        };
+        let refs = self.refs();
+        let (cursor, failure) = (self.cursor, self.pstr(&["failureCategory"]));
+        let exit = self.pint("exitCode");
+        let chunk = match &end {
+            ToolEnd::Output(o) => Chunk::ToolOutputAvailable {
+                tool_call_id: tcid.to_string(),
+                output: o.clone(),
+                preliminary: false,
+            },
+            ToolEnd::Error(t) => Chunk::ToolOutputError {
+                tool_call_id: tcid.to_string(),
+                error_text: t.clone(),
+            },
+        };
+        if !msg.is_empty() {
+            self.emit(&msg, chunk);
+        }
+        let e = &mut self.st.tools[tcid];
+        e.updated_cursor = cursor;
+        for r in &refs {
+            push_unique(&mut e.output_refs, r);
+        }
+        if exit.is_some() {
+            e.exit_code = exit;
+        }
+        match end {
+            ToolEnd::Output(_) => {
+                e.status = "completed".into();
+                e.error_text = None;
+            }
+            ToolEnd::Error(t) => {
+                let cancelled = failure.as_deref().is_some_and(|c| c.contains("cancel"));
+                e.status = if cancelled { "cancelled" } else { "failed" }.into();
+                e.error_text = Some(truncate(&t, 500));
+                e.failure_category = failure;
+            }
+        }
+        self.touch("tools", tcid);
+    }
+
+    /// The output of a successful tool: small summary plus refs.
+    pub fn tool_output(&self, extra: Value) -> Value {
+        let mut out = serde_json::Map::new();
+        if let Some(s) = self.pval(&["summary", "output"]) {
+            if s.to_string().len() <= MAX_INLINE_SUMMARY {
+                out.insert("summary".into(), s);
+            }
+        }
+        if let Value::Object(x) = extra {
+            for (k, v) in x {
+                if !v.is_null() {
+                    out.insert(k, v);
+                }
+            }
+        }
+        out.insert("refs".into(), json!(self.refs()));
+        Value::Object(out)
+    }
+
+    /// The error text of a failed tool.
+    pub fn tool_error_text(&self) -> String {
+        self.pstr(&["error", "message", "errorText", "failureCategory"])
+            .or_else(|| self.title())
+            .unwrap_or_else(|| "tool failed".into())
+    }
+
+    /// `tool.*` dispatch.
+    pub fn on_tool(&mut self) {
+        let Some(tcid) = self.tool_call_id() else {
+            self.diag(
+                "missing_scope_id",
+                Severity::Warning,
+                format!("{} without toolCallId; not projected", self.f.class),
+            );
+            return;
+        };
+        match self.f.class.as_str() {
+            "tool.started" => self.on_tool_started(&tcid),
+            "tool.args.delta" => self.on_tool_args_delta(&tcid),
+            "tool.args" => self.on_tool_args(&tcid),
+            "tool.result" => {
+                let out = self.tool_output(Value::Null);
+                self.on_tool_end(&tcid, ToolEnd::Output(out));
+            }
+            "tool.failed" => {
+                let text = self.tool_error_text();
+                self.diag(
+                    "tool.failed",
+                    Severity::Warning,
+                    format!("tool call {tcid} failed: {text}"),
+                );
+                self.on_tool_end(&tcid, ToolEnd::Error(text));
+            }
+            _ => self.on_tool_progress(&tcid),
+        }
+    }
+
+    /// Tools still running when their run is cancelled.
+    pub fn cancel_running_tools(&mut self) {
+        let cursor = self.cursor;
+        let ids: Vec<String> = self
+            .st
+            .tools
+            .values()
+            .filter(|t| t.status == "running")
+            .map(|t| t.tool_call_id.clone())
+            .collect();
+        for id in ids {
+            let e = &mut self.st.tools[&id];
+            e.status = "cancelled".into();
+            e.updated_cursor = cursor;
+            self.touch("tools", id);
+        }
+    }
+}
