@@ -363,6 +363,7 @@ impl<'a> Ctx<'a> {
             Some(Part::Text { .. }) => Some(m.parts.len() - 1),
             _ => None,
         };
+        let part_scoped = by_part_id.is_some();
         let target: Option<usize> = by_part_id
             .map(|(_, i)| i)
             .or(open.as_ref().map(|(_, i)| *i))
@@ -410,7 +411,21 @@ impl<'a> Ctx<'a> {
             .filter(|(i, _)| *i < t)
             .map(|(_, s)| s.as_str())
             .collect();
-        if fin != full {
+        if fin == full {
+            // Confirmed as a whole.
+        } else if part_scoped {
+            // A final for one named part: only that part is reconciled.
+            if fin == target_text {
+            } else if is_open && fin.starts_with(target_text.as_str()) {
+                let c = Chunk::TextDelta {
+                    id: tid.clone(),
+                    delta: fin[target_text.len()..].to_string(),
+                };
+                self.emit(&msg, c);
+            } else {
+                self.replace_part_text(&msg, t, &tid, &fin, &target_text);
+            }
+        } else {
             match fin.strip_prefix(prefix.as_str()) {
                 Some(rem) if rem == target_text => {}
                 Some(rem) if is_open && rem.starts_with(target_text.as_str()) => {

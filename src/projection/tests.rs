@@ -264,6 +264,22 @@ fn segmented_final_confirms_each_segment() {
 }
 
 #[test]
+fn part_scoped_final_touches_only_its_part() {
+    let mut r = Run::new();
+    let p = |f: F, id: &str| f.ids(|i| i.part_id = Some(id.into()));
+    r.apply(p(F::new("e1", "text.delta").turn("t"), "p1").p("delta", json!("A")));
+    r.apply(F::new("e2", "tool.started").turn("t").tool("c"));
+    r.apply(p(F::new("e3", "text.delta").turn("t"), "p2").p("delta", json!("B")));
+    r.apply(p(F::new("e4", "text.final").turn("t"), "p1").p("text", json!("A!")));
+    assert_eq!(texts(&r, "msg-1"), ["A!", "B"]);
+    r.apply(p(F::new("e5", "text.final").turn("t"), "p2").p("text", json!("B2")));
+    assert_eq!(texts(&r, "msg-1"), ["A!", "B2"]);
+    // p1 was closed (replaced, announced); p2 was open (its tail streamed).
+    assert_eq!(r.findings(), ["final_text_differs"]);
+    r.assert_replay();
+}
+
+#[test]
 fn differing_final_wins_and_says_so() {
     let mut r = Run::new();
     r.apply(

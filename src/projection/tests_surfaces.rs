@@ -314,6 +314,7 @@ fn run_end_finishes_fails_or_aborts_messages() {
         "a new turn's work"
     );
     r.apply(F::new("e5", "tool.started").turn("t2").tool("c"));
+    r.apply(F::new("e5b", "tool.started").turn("t3").tool("other"));
     r.apply(
         F::new("e6", "run.finished")
             .turn("t2")
@@ -323,6 +324,10 @@ fn run_end_finishes_fails_or_aborts_messages() {
     assert_eq!(s["runtime"]["status"], "cancelled");
     assert_eq!(s["messages"][2]["status"], "aborted");
     assert_eq!(s["tools"]["c"]["status"], "cancelled");
+    assert_eq!(
+        s["tools"]["other"]["status"], "running",
+        "another turn's tool"
+    );
     r.assert_replay();
 }
 

@@ -6,7 +6,7 @@
 use serde_json::{json, Value};
 
 use super::chunk::Chunk;
-use super::ctx::{push_unique, truncate, Ctx};
+use super::ctx::{nonempty, push_unique, truncate, Ctx};
 use super::message::{Part, ToolState};
 use super::state::{Severity, ToolEntry};
 
@@ -364,16 +364,30 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Tools still running when their run is cancelled.
+    /// Tools still running in a cancelled or interrupted run (tools of
+    /// that turn/run's messages; all running tools if the fact names none).
     pub fn cancel_running_tools(&mut self) {
-        let cursor = self.cursor;
+        let turn = nonempty(self.f.ids.turn_id.as_deref());
+        let run = nonempty(self.f.ids.run_id.as_deref());
+        let in_scope = |msg: Option<&crate::projection::Message>| {
+            if turn.is_none() && run.is_none() {
+                return true;
+            }
+            msg.is_some_and(|m| {
+                (m.turn_id.is_none() && m.run_id.is_none())
+                    || (turn.is_some() && m.turn_id == turn)
+                    || (run.is_some() && m.run_id == run)
+            })
+        };
         let ids: Vec<String> = self
             .st
             .tools
             .values()
             .filter(|t| t.status == "running")
+            .filter(|t| in_scope(t.message_id.as_deref().and_then(|m| self.msg(m))))
             .map(|t| t.tool_call_id.clone())
             .collect();
+        let cursor = self.cursor;
         for id in ids {
             let e = &mut self.st.tools[&id];
             e.status = "cancelled".into();
