@@ -169,7 +169,9 @@ impl Config {
             return bad("sessions.mailbox and sessions.checkpoint_every must be at least 1");
         }
         if self.retention.max_events_per_session < self.sessions.checkpoint_every {
-            return bad("retention.max_events_per_session must be at least sessions.checkpoint_every");
+            return bad(
+                "retention.max_events_per_session must be at least sessions.checkpoint_every",
+            );
         }
         Ok(())
     }
@@ -202,7 +204,11 @@ fn toml_value(doc: &str) -> Option<serde_json::Value> {
     fig.extract_inner::<serde_json::Value>("v").ok()
 }
 
-fn insert_path(root: &mut serde_json::Map<String, serde_json::Value>, parts: &[String], v: serde_json::Value) {
+fn insert_path(
+    root: &mut serde_json::Map<String, serde_json::Value>,
+    parts: &[String],
+    v: serde_json::Value,
+) {
     match parts {
         [] => {}
         [last] => {
@@ -227,7 +233,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -248,7 +257,10 @@ mod tests {
                 ("PROJECTOR_STORE", "memory"),
                 ("PROJECTOR_STREAM__HEARTBEAT_SECS", "3"),
                 ("PROJECTOR_RETENTION__MAX_EVENTS_PER_SESSION", "5000"),
-                ("PROJECTOR_HTTP__CORS_ALLOWED_ORIGINS", r#"["http://a.test"]"#),
+                (
+                    "PROJECTOR_HTTP__CORS_ALLOWED_ORIGINS",
+                    r#"["http://a.test"]"#,
+                ),
                 ("OTHER_VAR", "x"),
             ]),
             &Overrides {
@@ -266,11 +278,23 @@ mod tests {
 
     #[test]
     fn invalid_values_are_errors() {
-        let e = Config::load(None, env(&[("PROJECTOR_STREAM__LIVE_BUFFER", "0")]), &Overrides::default());
+        let e = Config::load(
+            None,
+            env(&[("PROJECTOR_STREAM__LIVE_BUFFER", "0")]),
+            &Overrides::default(),
+        );
         assert!(matches!(e, Err(ConfigError::Invalid(_))));
-        let e = Config::load(None, env(&[("PROJECTOR_STORE", "floppy")]), &Overrides::default());
+        let e = Config::load(
+            None,
+            env(&[("PROJECTOR_STORE", "floppy")]),
+            &Overrides::default(),
+        );
         assert!(matches!(e, Err(ConfigError::Figment(_))));
-        let e = Config::load(Some(Path::new("/nonexistent.toml")), Vec::new(), &Overrides::default());
+        let e = Config::load(
+            Some(Path::new("/nonexistent.toml")),
+            Vec::new(),
+            &Overrides::default(),
+        );
         assert!(matches!(e, Err(ConfigError::MissingFile(_))));
     }
 }

@@ -73,11 +73,21 @@ impl Problem {
     }
 
     pub fn payload_too_large(code: &str, detail: impl Into<String>) -> Self {
-        Problem::new(StatusCode::PAYLOAD_TOO_LARGE, code, "Payload too large", detail)
+        Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            code,
+            "Payload too large",
+            detail,
+        )
     }
 
     pub fn unavailable(code: &str, detail: impl Into<String>) -> Self {
-        let mut p = Problem::new(StatusCode::SERVICE_UNAVAILABLE, code, "Service unavailable", detail);
+        let mut p = Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            code,
+            "Service unavailable",
+            detail,
+        );
         p.retry_after = Some(1);
         p
     }
@@ -104,9 +114,10 @@ impl Problem {
 impl From<SessionError> for Problem {
     fn from(e: SessionError) -> Self {
         match e {
-            SessionError::Stopped => {
-                Problem::unavailable("shutting_down", "the session is not available (server shutting down)")
-            }
+            SessionError::Stopped => Problem::unavailable(
+                "shutting_down",
+                "the session is not available (server shutting down)",
+            ),
             SessionError::Store(e) => e.into(),
         }
     }

@@ -71,7 +71,11 @@ pub fn metrics_handle() -> PrometheusHandle {
 
 /// Serve the API on `listener` until `shutdown` is cancelled; open streams
 /// end on shutdown, then in-flight requests finish.
-pub async fn run(cfg: Config, listener: TcpListener, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn run(
+    cfg: Config,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let store = open_store(&cfg)?;
     serve(cfg, store, listener, shutdown).await
 }

@@ -14,7 +14,11 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser, Debug)]
-#[command(name = "agent-projector", version, about = "Streaming projection server for AI agent UIs")]
+#[command(
+    name = "agent-projector",
+    version,
+    about = "Streaming projection server for AI agent UIs"
+)]
 struct Cli {
     /// Address to listen on [env: PROJECTOR_LISTEN] [default: 127.0.0.1:8080].
     #[arg(long, global = true)]
@@ -69,7 +73,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("agent-projector: cannot start the runtime: {e}");
@@ -90,8 +97,8 @@ fn main() -> ExitCode {
 }
 
 fn init_tracing(cfg: &Config) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new(cfg.log.level.clone()));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(cfg.log.level.clone()));
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match cfg.log.format {
         LogFormat::Json => builder.json().init(),

@@ -81,7 +81,12 @@ mod tests {
     #[test]
     fn object_array_and_ndjson() {
         assert_eq!(split(br#"{"a":1}"#, BodyFormat::Json).unwrap().len(), 1);
-        assert_eq!(split(br#"[{"a":1},{"b":2}]"#, BodyFormat::Json).unwrap().len(), 2);
+        assert_eq!(
+            split(br#"[{"a":1},{"b":2}]"#, BodyFormat::Json)
+                .unwrap()
+                .len(),
+            2
+        );
         assert_eq!(
             split(b"{\"a\":1}\n\n{\"b\":2}\r\n", BodyFormat::Ndjson)
                 .unwrap()
@@ -94,12 +99,21 @@ mod tests {
     fn errors() {
         assert_eq!(split(b"  ", BodyFormat::Json), Err(BodyError::Empty));
         assert_eq!(split(b"[]", BodyFormat::Json), Err(BodyError::Empty));
-        assert_eq!(split(b"3", BodyFormat::Json), Err(BodyError::NotObjectOrArray));
-        assert!(matches!(split(b"{", BodyFormat::Json), Err(BodyError::Json { .. })));
+        assert_eq!(
+            split(b"3", BodyFormat::Json),
+            Err(BodyError::NotObjectOrArray)
+        );
+        assert!(matches!(
+            split(b"{", BodyFormat::Json),
+            Err(BodyError::Json { .. })
+        ));
         assert!(matches!(
             split(b"{}\n{", BodyFormat::Ndjson),
             Err(BodyError::NdjsonLine { line: 2, .. })
         ));
-        assert_eq!(split(&[0xff, 0xfe], BodyFormat::Json), Err(BodyError::NotUtf8));
+        assert_eq!(
+            split(&[0xff, 0xfe], BodyFormat::Json),
+            Err(BodyError::NotUtf8)
+        );
     }
 }

@@ -161,8 +161,8 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
         ));
     }
 
-    let take_str = |obj: &mut Map<String, Value>, key: &str, errors: &mut Vec<Issue>| {
-        match obj.remove(key) {
+    let take_str =
+        |obj: &mut Map<String, Value>, key: &str, errors: &mut Vec<Issue>| match obj.remove(key) {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s),
             Some(other) => {
@@ -173,8 +173,7 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
                 ));
                 None
             }
-        }
-    };
+        };
 
     // Class and envelope.
     let ty = take_str(&mut obj, "type", &mut errors);
@@ -318,7 +317,10 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
                 errors.push(Issue::new(
                     code::SCHEMA_MISMATCH,
                     format!("/{key}"),
-                    format!("`{key}` must be an array of strings, got {}", type_name(&other)),
+                    format!(
+                        "`{key}` must be an array of strings, got {}",
+                        type_name(&other)
+                    ),
                 ));
                 Vec::new()
             }
@@ -335,7 +337,10 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
             errors.push(Issue::new(
                 code::SCHEMA_MISMATCH,
                 "/refs",
-                format!("`refs` must be an object or an array, got {}", type_name(&other)),
+                format!(
+                    "`refs` must be an object or an array, got {}",
+                    type_name(&other)
+                ),
             ));
             None
         }
@@ -673,11 +678,17 @@ mod tests {
             (json!({"type": "text.delta", "sequence": -1}), "/sequence"),
             (json!({"type": "text.delta", "sequence": "3"}), "/sequence"),
             (json!({"type": "text.delta", "payload": [1]}), "/payload"),
-            (json!({"type": "text.delta", "refIds": ["a", 2]}), "/refIds/1"),
+            (
+                json!({"type": "text.delta", "refIds": ["a", 2]}),
+                "/refIds/1",
+            ),
             (json!({"type": "text.delta", "turnId": 7}), "/turnId"),
             (json!({"eventClass": "turn.cancelled"}), "/eventClass"),
             (json!({"eventClass": "done"}), "/eventClass"),
-            (json!({"type": "text.delta", "eventClass": "tool.started"}), "/type"),
+            (
+                json!({"type": "text.delta", "eventClass": "tool.started"}),
+                "/type",
+            ),
             (json!({"type": "text.delta", "id": ""}), "/id"),
         ] {
             let e = err(v.clone());
@@ -738,8 +749,14 @@ mod tests {
 
     #[test]
     fn derived_ids_are_stable() {
-        let a = ok(json!({"type": "text.delta", "turnId": "t", "sequence": 4, "payload": {"delta": "a"}})).fact;
-        let b = ok(json!({"payload": {"delta": "b"}, "sequence": 4, "turnId": "t", "type": "text.delta"})).fact;
+        let a = ok(
+            json!({"type": "text.delta", "turnId": "t", "sequence": 4, "payload": {"delta": "a"}}),
+        )
+        .fact;
+        let b = ok(
+            json!({"payload": {"delta": "b"}, "sequence": 4, "turnId": "t", "type": "text.delta"}),
+        )
+        .fact;
         assert_eq!(a.id, b.id, "same scope and sequence: same key");
         let c = ok(json!({"type": "x.y", "payload": {"a": 1, "b": 2}})).fact;
         let d = ok(json!({"payload": {"b": 2, "a": 1}, "type": "x.y"})).fact;

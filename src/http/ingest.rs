@@ -80,7 +80,10 @@ pub async fn post_events(
     let too_large = || {
         Problem::payload_too_large(
             "body_too_large",
-            format!("request body is over the limit of {} bytes", limits.max_body_bytes),
+            format!(
+                "request body is over the limit of {} bytes",
+                limits.max_body_bytes
+            ),
         )
     };
     if let Some(len) = headers
@@ -147,7 +150,11 @@ pub async fn post_events(
         }
     }
     if !errors.is_empty() {
-        let n = errors.iter().filter_map(|e| e.index).collect::<std::collections::BTreeSet<_>>().len();
+        let n = errors
+            .iter()
+            .filter_map(|e| e.index)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
         let detail = format!("{n} event(s) rejected; nothing of the batch was applied");
         let problem = if errors.iter().any(|e| e.code == code::LARGE_PAYLOAD_INLINE) {
             Problem::payload_too_large(code::LARGE_PAYLOAD_INLINE, detail)
@@ -159,7 +166,8 @@ pub async fn post_events(
                 detail,
             )
         };
-        metrics::counter!("projector_ingest_rejected_total").increment(events.len() as u64 + n as u64);
+        metrics::counter!("projector_ingest_rejected_total")
+            .increment(events.len() as u64 + n as u64);
         return Err(problem.with_errors(errors));
     }
     let outcome = st.registry.ingest(&session.0, events).await?;

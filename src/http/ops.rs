@@ -40,7 +40,10 @@ pub async fn get_healthz() -> Json<Health> {
     ))]
 pub async fn get_readyz(State(st): State<AppState>) -> Result<Json<Health>, Problem> {
     if st.shutdown.is_cancelled() {
-        return Err(Problem::unavailable("shutting_down", "the server is shutting down"));
+        return Err(Problem::unavailable(
+            "shutting_down",
+            "the server is shutting down",
+        ));
     }
     st.registry.store().ready().await?;
     Ok(Json(Health { status: "ready" }))

@@ -44,7 +44,10 @@ fn start(headers: &HeaderMap, q: StreamQuery) -> Result<From, Problem> {
         Some(s) => Some(s.parse::<u64>().map_err(|_| {
             Problem::bad_request(
                 "invalid_cursor",
-                format!("cursor `{}` is not a non-negative integer", s.escape_debug()),
+                format!(
+                    "cursor `{}` is not a non-negative integer",
+                    s.escape_debug()
+                ),
             )
         })?),
     };

@@ -292,9 +292,6 @@ impl<'a> Ctx<'a> {
             .values()
             .filter(|a| a.status == "pending")
             .count();
-        if let Some(s) = &self.f.status {
-            self.st.runtime.last_event_status = Some(s.clone());
-        }
         self.enforce_bounds();
         for (surface, id) in std::mem::take(&mut self.touched) {
             if let Some(v) = self.surface_value(surface, &id) {

@@ -413,8 +413,10 @@ impl<'a> Ctx<'a> {
             .collect();
         if fin == full {
             // Confirmed as a whole.
-        } else if part_scoped {
-            // A final for one named part: only that part is reconciled.
+        } else if part_scoped || !fin.starts_with(prefix.as_str()) {
+            // A final for one named part, or one that does not repeat the
+            // earlier segments (a per-model-call final after a tool): only
+            // the target part is reconciled; earlier segments stand.
             if fin == target_text {
             } else if is_open && fin.starts_with(target_text.as_str()) {
                 let c = Chunk::TextDelta {
@@ -443,25 +445,17 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Make the message's text equal `fin`: the part at `t` takes what
-    /// remains after the unchanged earlier parts; if even those disagree,
-    /// they are emptied and `t` takes the whole final text.
+    /// Make the text from part `t` on equal `fin`: when `fin` repeats the
+    /// earlier segments it is message-wide and `t` takes what remains after
+    /// them; otherwise `fin` is the target segment's own final text. Earlier
+    /// segments are never rewritten: they were shown, in order, around tools.
     fn final_wins(&mut self, msg: &str, texts: &[(usize, String)], t: usize, fin: &str) {
         let prefix: String = texts
             .iter()
             .filter(|(i, _)| *i < t)
             .map(|(_, s)| s.as_str())
             .collect();
-        let rem = match fin.strip_prefix(prefix.as_str()) {
-            Some(rem) => rem.to_string(),
-            None => {
-                for (i, s) in texts.iter().filter(|(i, s)| *i < t && !s.is_empty()) {
-                    let id = self.part_chunk_id(msg, *i);
-                    self.replace_part_text(msg, *i, &id, "", s);
-                }
-                fin.to_string()
-            }
-        };
+        let rem = fin.strip_prefix(prefix.as_str()).unwrap_or(fin).to_string();
         // Later text parts (after the target) are emptied too.
         for (i, s) in texts.iter().filter(|(i, s)| *i > t && !s.is_empty()) {
             let id = self.part_chunk_id(msg, *i);

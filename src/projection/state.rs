@@ -66,9 +66,6 @@ pub struct Runtime {
     pub phase: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_category: Option<String>,
-    /// The `status` field of the last fact, as the runtime said it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_event_status: Option<String>,
     /// True while a runtime sequence gap, repeat or step back is unrepaired.
     pub stale: bool,
     /// Actions still pending (`action.required` without `action.resolved`).
@@ -87,7 +84,6 @@ impl Default for Runtime {
             thread_id: None,
             phase: None,
             failure_category: None,
-            last_event_status: None,
             stale: false,
             pending_actions: 0,
             updated_at: None,

@@ -264,6 +264,66 @@ fn segmented_final_confirms_each_segment() {
 }
 
 #[test]
+fn per_call_final_after_a_tool_never_rewrites_earlier_segments() {
+    // Lime's model.completed closes one model call: after text, tool, text
+    // its text is the last segment only. Earlier segments stand.
+    let mut r = Run::new();
+    r.apply(
+        F::new("e1", "text.delta")
+            .turn("t")
+            .p("delta", json!("Let me search.")),
+    );
+    r.apply(F::new("e2", "tool.started").turn("t").tool("c"));
+    r.apply(F::new("e3", "tool.result").turn("t").tool("c"));
+    r.apply(
+        F::new("e4", "text.delta")
+            .turn("t")
+            .p("delta", json!("Found")),
+    );
+    let a = r.apply(
+        F::new("e5", "text.final")
+            .turn("t")
+            .p("text", json!("Found it.")),
+    );
+    assert_eq!(
+        chunk_types(&a),
+        ["text-delta", "text-end"],
+        "the missing tail streams"
+    );
+    assert_eq!(texts(&r, "msg-1"), ["Let me search.", "Found it."]);
+    r.apply(
+        F::new("e6", "text.delta")
+            .turn("t")
+            .p("delta", json!("Next")),
+    );
+    r.apply(
+        F::new("e7", "text.final")
+            .turn("t")
+            .p("text", json!("Next one")),
+    );
+    assert_eq!(
+        texts(&r, "msg-1"),
+        ["Let me search.", "Found it.", "Next one"]
+    );
+    r.apply(
+        F::new("e8", "text.delta")
+            .turn("t")
+            .p("delta", json!("Oops")),
+    );
+    r.apply(
+        F::new("e9", "text.final")
+            .turn("t")
+            .p("text", json!("Fixed")),
+    );
+    assert_eq!(
+        texts(&r, "msg-1"),
+        ["Let me search.", "Found it.", "Next one", "Fixed"]
+    );
+    assert_eq!(r.findings(), ["final_text_differs"]);
+    r.assert_replay();
+}
+
+#[test]
 fn part_scoped_final_touches_only_its_part() {
     let mut r = Run::new();
     let p = |f: F, id: &str| f.ids(|i| i.part_id = Some(id.into()));

@@ -11,9 +11,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn, Instrument};
 
 use super::registry::RegistryInner;
-use super::{
-    Command, IncomingEvent, IngestOutcome, SessionError, Start, Subscription, Warning,
-};
+use super::{Command, IncomingEvent, IngestOutcome, SessionError, Start, Subscription, Warning};
 use crate::event::Fact;
 use crate::frame::{self, SharedFrame};
 use crate::projection::Projection;
@@ -277,7 +275,9 @@ impl Actor {
             stored.push(StoredEvent {
                 cursor,
                 event_id: ev.fact.id.clone(),
-                fact: serde_json::to_vec(&ev.fact).expect("facts serialise").into(),
+                fact: serde_json::to_vec(&ev.fact)
+                    .expect("facts serialise")
+                    .into(),
                 frame: frame.json.clone(),
             });
             frames.push(Arc::new(frame));

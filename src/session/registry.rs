@@ -12,9 +12,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::actor::Actor;
-use super::{
-    IncomingEvent, IngestOutcome, SessionError, SessionHandle, Subscription,
-};
+use super::{IncomingEvent, IngestOutcome, SessionError, SessionHandle, Subscription};
 use crate::frame::SharedFrame;
 use crate::projection::ProjectionConfig;
 use crate::store::{SessionMeta, SharedLog};
@@ -189,6 +187,7 @@ impl Registry {
 
     /// The current snapshot frame of a session.
     pub async fn snapshot(&self, id: &str) -> Result<(SessionMeta, SharedFrame), SessionError> {
-        self.with_retry(id, |h| async move { h.snapshot().await }).await
+        self.with_retry(id, |h| async move { h.snapshot().await })
+            .await
     }
 }

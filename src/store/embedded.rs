@@ -30,7 +30,9 @@ pub struct EmbeddedLog {
 
 impl std::fmt::Debug for EmbeddedLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EmbeddedLog").field("path", &self.path).finish()
+        f.debug_struct("EmbeddedLog")
+            .field("path", &self.path)
+            .finish()
     }
 }
 
@@ -129,7 +131,10 @@ fn read_meta(
     table: &impl ReadableTable<&'static str, &'static [u8]>,
     session: &str,
 ) -> Result<Option<SessionMeta>, StoreError> {
-    let Some(raw) = table.get(session).map_err(|e| StoreError::Unavailable(e.to_string()))? else {
+    let Some(raw) = table
+        .get(session)
+        .map_err(|e| StoreError::Unavailable(e.to_string()))?
+    else {
         return Ok(None);
     };
     serde_json::from_slice(raw.value())
@@ -220,7 +225,11 @@ impl EventLog for EmbeddedLog {
                     None => cps
                         .get(session.as_str())
                         .map_err(|e| me.err(e))?
-                        .and_then(|v| v.value().get(..8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))),
+                        .and_then(|v| {
+                            v.value()
+                                .get(..8)
+                                .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+                        }),
                 };
                 if let Some(upto) = trim_to(&meta, cp_cursor, me.retention) {
                     let doomed: Vec<(u64, String)> = events
@@ -229,12 +238,17 @@ impl EventLog for EmbeddedLog {
                         .filter_map(|r| r.ok())
                         .filter_map(|(k, v)| {
                             let c = k.value().1;
-                            decode_event(&session, c, v.value()).ok().map(|e| (c, e.event_id))
+                            decode_event(&session, c, v.value())
+                                .ok()
+                                .map(|e| (c, e.event_id))
                         })
                         .collect();
                     for (c, id) in doomed {
-                        events.remove((session.as_str(), c)).map_err(|e| me.err(e))?;
-                        ids.remove((session.as_str(), id.as_str())).map_err(|e| me.err(e))?;
+                        events
+                            .remove((session.as_str(), c))
+                            .map_err(|e| me.err(e))?;
+                        ids.remove((session.as_str(), id.as_str()))
+                            .map_err(|e| me.err(e))?;
                     }
                     meta.first = upto + 1;
                 }

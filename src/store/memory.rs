@@ -219,7 +219,11 @@ pub(crate) mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(log.read("s", 0, 100).await.unwrap().len(), 5, "no checkpoint, no trim");
+        assert_eq!(
+            log.read("s", 0, 100).await.unwrap().len(),
+            5,
+            "no checkpoint, no trim"
+        );
         let m = log
             .append(
                 "s",
@@ -236,6 +240,9 @@ pub(crate) mod tests {
         assert_eq!(m.first, 4);
         let got = log.read("s", 0, 100).await.unwrap();
         assert_eq!(got.first().unwrap().cursor, 4);
-        assert_eq!(log.lookup_ids("s", &["e1".into()]).await.unwrap(), vec![None]);
+        assert_eq!(
+            log.lookup_ids("s", &["e1".into()]).await.unwrap(),
+            vec![None]
+        );
     }
 }

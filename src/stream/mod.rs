@@ -164,7 +164,11 @@ impl Subscriber {
                         }
                         Err(RecvError::Lagged(missed)) => {
                             metrics::counter!("projector_lag_catchups_total").increment(1);
-                            debug!(missed, last = self.last, "subscriber lagged; catching up from the store");
+                            debug!(
+                                missed,
+                                last = self.last,
+                                "subscriber lagged; catching up from the store"
+                            );
                             self.resubscribe();
                         }
                         Err(RecvError::Closed) => {

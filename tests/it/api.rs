@@ -1,22 +1,49 @@
 //! End-to-end tests of the real server on port 0: ingest, projection,
-//! SSE and WebSocket replay, operations. One binary; see `common` for the
-//! harness.
+//! SSE and WebSocket replay, operations.
 
-mod common;
-
-use common::{lime, tempdir, TestServer, WAIT};
+use crate::common::{lime, tempdir, TestServer, WAIT};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 fn text_tool_text() -> Value {
     json!([
         lime("e1", "turn.started", 1, json!({})),
-        lime("e2", "model.delta", 2, json!({"payload": {"delta": "Let me "}})),
-        lime("e3", "model.delta", 3, json!({"payload": {"delta": "search."}})),
-        lime("e4", "tool.started", 4, json!({"toolCallId": "call-1", "payload": {"toolName": "search", "input": {"q": "rust"}}})),
-        lime("e5", "tool.result", 5, json!({"toolCallId": "call-1", "refIds": ["out-1"], "payload": {"summary": "3 hits"}})),
-        lime("e6", "model.delta", 6, json!({"payload": {"delta": "Found it."}})),
-        lime("e7", "model.completed", 7, json!({"payload": {"text": "Found it."}})),
+        lime(
+            "e2",
+            "model.delta",
+            2,
+            json!({"payload": {"delta": "Let me "}})
+        ),
+        lime(
+            "e3",
+            "model.delta",
+            3,
+            json!({"payload": {"delta": "search."}})
+        ),
+        lime(
+            "e4",
+            "tool.started",
+            4,
+            json!({"toolCallId": "call-1", "payload": {"toolName": "search", "input": {"q": "rust"}}})
+        ),
+        lime(
+            "e5",
+            "tool.result",
+            5,
+            json!({"toolCallId": "call-1", "refIds": ["out-1"], "payload": {"summary": "3 hits"}})
+        ),
+        lime(
+            "e6",
+            "model.delta",
+            6,
+            json!({"payload": {"delta": "Found it."}})
+        ),
+        lime(
+            "e7",
+            "model.completed",
+            7,
+            json!({"payload": {"text": "Found it."}})
+        ),
         lime("e8", "turn.completed", 8, json!({})),
     ])
 }
@@ -46,7 +73,10 @@ async fn text_tool_text_gives_parts_in_real_order() {
     assert_eq!(parts[1]["toolCallId"], "call-1");
     assert_eq!(parts[1]["state"], "output-available");
     assert_eq!(parts[1]["input"], json!({"q": "rust"}));
-    assert_eq!(parts[2]["text"], "Found it.", "final equal to the stream is not appended again");
+    assert_eq!(
+        parts[2]["text"], "Found it.",
+        "final equal to the stream is not appended again"
+    );
     assert_eq!(snap["state"]["runtime"]["status"], "completed");
     assert_eq!(assistant(&snap)["status"], "complete");
 }
@@ -63,9 +93,13 @@ async fn repeated_post_changes_nothing() {
     assert_eq!(again["cursor"], first["cursor"]);
     assert_eq!(srv.snapshot("s").await, before);
     // Duplicates inside one batch count once; events without id dedupe by scope + sequence.
-    let no_id = json!({"type": "text.delta", "runId": "r", "sequence": 1, "payload": {"delta": "x"}});
+    let no_id =
+        json!({"type": "text.delta", "runId": "r", "sequence": 1, "payload": {"delta": "x"}});
     let (_, b) = srv.post("t", &json!([no_id.clone(), no_id.clone()])).await;
-    assert_eq!((b["accepted"].as_u64(), b["duplicates"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        (b["accepted"].as_u64(), b["duplicates"].as_u64()),
+        (Some(1), Some(1))
+    );
     let (_, b) = srv.post("t", &no_id).await;
     assert_eq!(b["duplicates"], 1);
 }
@@ -73,7 +107,8 @@ async fn repeated_post_changes_nothing() {
 #[tokio::test]
 async fn bad_event_is_422_with_its_code_and_the_batch_is_not_applied() {
     let srv = TestServer::builder().start().await;
-    srv.post("s", &json!(lime("ok0", "turn.started", 1, json!({})))).await;
+    srv.post("s", &json!(lime("ok0", "turn.started", 1, json!({}))))
+        .await;
     let before = srv.snapshot("s").await;
     let (_, log_before) = srv.get_json("/v1/sessions/s/events").await;
     let batch = json!([
@@ -101,7 +136,11 @@ async fn bad_event_is_422_with_its_code_and_the_batch_is_not_applied() {
     assert_eq!(errors[0]["path"], "/toolCallId");
     assert_eq!(errors[1]["index"], 2);
     assert_eq!(errors[1]["code"], "schema_mismatch");
-    assert_eq!(srv.snapshot("s").await, before, "nothing of the batch applied");
+    assert_eq!(
+        srv.snapshot("s").await,
+        before,
+        "nothing of the batch applied"
+    );
     let (_, log_after) = srv.get_json("/v1/sessions/s/events").await;
     assert_eq!(log_after, log_before);
     // The good event alone is accepted afterwards at the next cursor.
@@ -121,16 +160,45 @@ async fn body_errors_are_problems() {
         .start()
         .await;
     let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
-        ("application/json", b"{not json".to_vec(), 400, "invalid_json"),
+        (
+            "application/json",
+            b"{not json".to_vec(),
+            400,
+            "invalid_json",
+        ),
         ("application/json", b"".to_vec(), 400, "empty_body"),
         ("application/json", b"42".to_vec(), 400, "not_an_event"),
         ("application/json", vec![0xff, 0xfe], 400, "invalid_utf8"),
         ("text/plain", b"{}".to_vec(), 415, "unsupported_media_type"),
-        ("application/x-www-form-urlencoded", b"a=b".to_vec(), 415, "unsupported_media_type"),
+        (
+            "application/x-www-form-urlencoded",
+            b"a=b".to_vec(),
+            415,
+            "unsupported_media_type",
+        ),
         ("application/json", vec![b' '; 3000], 413, "body_too_large"),
-        ("application/json", br#"[{"type":"a.b"},{"type":"a.b"},{"type":"a.b"},{"type":"a.b"}]"#.to_vec(), 413, "too_many_events"),
-        ("application/json", format!(r#"{{"type":"a.b","payload":{{"x":"{}"}}}}"#, "y".repeat(600)).into_bytes(), 413, "large_payload_inline"),
-        ("application/x-ndjson", b"{\"type\":\"a.b\"}\n{oops".to_vec(), 400, "invalid_json"),
+        (
+            "application/json",
+            br#"[{"type":"a.b"},{"type":"a.b"},{"type":"a.b"},{"type":"a.b"}]"#.to_vec(),
+            413,
+            "too_many_events",
+        ),
+        (
+            "application/json",
+            format!(
+                r#"{{"type":"a.b","payload":{{"x":"{}"}}}}"#,
+                "y".repeat(600)
+            )
+            .into_bytes(),
+            413,
+            "large_payload_inline",
+        ),
+        (
+            "application/x-ndjson",
+            b"{\"type\":\"a.b\"}\n{oops".to_vec(),
+            400,
+            "invalid_json",
+        ),
     ];
     for (ct, body, status, code) in cases {
         let r = srv.post_raw("s", ct, body).await;
@@ -142,7 +210,10 @@ async fn body_errors_are_problems() {
     assert_eq!(srv.snapshot("s").await["cursor"], 0, "nothing applied");
     // A large-but-allowed payload is accepted with a warning.
     let (status, body) = srv
-        .post("s", &json!({"type": "a.b", "payload": {"x": "y".repeat(200)}}))
+        .post(
+            "s",
+            &json!({"type": "a.b", "payload": {"x": "y".repeat(200)}}),
+        )
         .await;
     assert_eq!(status, 200);
     assert_eq!(body["warnings"][0]["code"], "large_payload_inline");
@@ -156,14 +227,19 @@ async fn ndjson_and_secrets() {
         json!({"type": "run.started", "runId": "r"}),
         json!({"type": "tool.started", "runId": "r", "toolCallId": "t", "payload": {"toolName": "http", "input": {"apiKey": "sk-live-123", "max_tokens": 5}}})
     );
-    let r = srv.post_raw("s", "application/x-ndjson", body.into_bytes()).await;
+    let r = srv
+        .post_raw("s", "application/x-ndjson", body.into_bytes())
+        .await;
     assert_eq!(r.status(), 200);
     let out: Value = r.json().await.unwrap();
     assert_eq!(out["accepted"], 2);
     assert_eq!(out["warnings"][0]["code"], "secret_leak_risk");
     assert_eq!(out["warnings"][0]["path"], "/payload/input/apiKey");
     let snap = srv.snapshot("s").await.to_string();
-    assert!(!snap.contains("sk-live-123"), "secret never reaches the projection");
+    assert!(
+        !snap.contains("sk-live-123"),
+        "secret never reaches the projection"
+    );
     let (_, log) = srv.get_json("/v1/sessions/s/events").await;
     assert!(!log.to_string().contains("sk-live-123"), "nor the log");
     assert!(log.to_string().contains("max_tokens"));
@@ -174,7 +250,12 @@ async fn sse_resume_from_every_cursor_gives_exactly_the_remaining_frames() {
     let srv = TestServer::builder().start().await;
     let mut events = vec![lime("e1", "turn.started", 1, json!({}))];
     for i in 2..=49 {
-        events.push(lime(&format!("e{i}"), "model.delta", i, json!({"payload": {"delta": format!("w{i} ")}})));
+        events.push(lime(
+            &format!("e{i}"),
+            "model.delta",
+            i,
+            json!({"payload": {"delta": format!("w{i} ")}}),
+        ));
     }
     events.push(lime("e50", "turn.completed", 50, json!({})));
     let (status, _) = srv.post("s", &Value::Array(events)).await;
@@ -198,8 +279,16 @@ async fn sse_resume_from_every_cursor_gives_exactly_the_remaining_frames() {
         assert_eq!(got, full[n as usize..].to_vec(), "resume from {n}");
         // Then live: the next frame is the next cursor, nothing in between.
         if n == 50 {
-            srv.post("s", &json!(lime("e51", "model.delta", 51, json!({"payload": {"delta": "live"}}))))
-                .await;
+            srv.post(
+                "s",
+                &json!(lime(
+                    "e51",
+                    "model.delta",
+                    51,
+                    json!({"payload": {"delta": "live"}})
+                )),
+            )
+            .await;
             let live = s.next().await.unwrap();
             assert_eq!(live.data["cursor"], 51);
         }
@@ -219,8 +308,16 @@ async fn no_cursor_starts_with_snapshot_then_live() {
     assert_eq!(first.id.as_deref(), Some("8"));
     assert_eq!(first.data["cursor"], 8);
     assert_eq!(first.data, srv.snapshot("s").await);
-    srv.post("s", &json!(lime("e9", "model.delta", 9, json!({"turnId": "turn-2", "payload": {"delta": "more"}}))))
-        .await;
+    srv.post(
+        "s",
+        &json!(lime(
+            "e9",
+            "model.delta",
+            9,
+            json!({"turnId": "turn-2", "payload": {"delta": "more"}})
+        )),
+    )
+    .await;
     let next = s.next().await.unwrap();
     assert_eq!(next.event, "delta");
     assert_eq!(next.data["cursor"], 9);
@@ -247,10 +344,17 @@ async fn out_of_range_cursors_get_reset_then_snapshot() {
         assert_eq!(again.data, snap);
     }
     // The right epoch resumes normally.
-    let mut s = srv.sse("s", &format!("?cursor=7&epoch={epoch}"), None).await;
+    let mut s = srv
+        .sse("s", &format!("?cursor=7&epoch={epoch}"), None)
+        .await;
     assert_eq!(s.next().await.unwrap().data["cursor"], 8);
     // A malformed cursor is a 400 problem.
-    let r = srv.http.get(srv.url("/v1/sessions/s/stream?cursor=abc")).send().await.unwrap();
+    let r = srv
+        .http
+        .get(srv.url("/v1/sessions/s/stream?cursor=abc"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 400);
     let p: Value = r.json().await.unwrap();
     assert_eq!(p["code"], "invalid_cursor");
@@ -266,11 +370,22 @@ async fn cursor_past_retention_gets_reset() {
         .start()
         .await;
     for i in 1..=30u64 {
-        srv.post("s", &json!(lime(&format!("e{i}"), "model.delta", i, json!({"payload": {"delta": "x"}}))))
-            .await;
+        srv.post(
+            "s",
+            &json!(lime(
+                &format!("e{i}"),
+                "model.delta",
+                i,
+                json!({"payload": {"delta": "x"}})
+            )),
+        )
+        .await;
     }
     let (_, log) = srv.get_json("/v1/sessions/s/events").await;
-    assert!(log["first"].as_u64().unwrap() > 1, "old events trimmed: {log}");
+    assert!(
+        log["first"].as_u64().unwrap() > 1,
+        "old events trimmed: {log}"
+    );
     let mut s = srv.sse("s", "?cursor=1", None).await;
     let reset = s.next().await.unwrap();
     assert_eq!(reset.data["reason"], "cursor_expired");
@@ -289,7 +404,11 @@ async fn websocket_gives_the_same_frames_as_sse() {
     let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
     let mut got = Vec::new();
     while got.len() < 8 {
-        let msg = tokio::time::timeout(WAIT, ws.next()).await.unwrap().unwrap().unwrap();
+        let msg = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         if let tokio_tungstenite::tungstenite::Message::Text(t) = msg {
             got.push(serde_json::from_str::<Value>(&t).unwrap());
         }
@@ -297,10 +416,22 @@ async fn websocket_gives_the_same_frames_as_sse() {
     let sse_data: Vec<Value> = sse.into_iter().map(|e| e.data).collect();
     assert_eq!(got, sse_data);
     // Live frames too.
-    srv.post("s", &json!(lime("e9", "model.delta", 9, json!({"payload": {"delta": "x"}}))))
-        .await;
+    srv.post(
+        "s",
+        &json!(lime(
+            "e9",
+            "model.delta",
+            9,
+            json!({"payload": {"delta": "x"}})
+        )),
+    )
+    .await;
     loop {
-        let msg = tokio::time::timeout(WAIT, ws.next()).await.unwrap().unwrap().unwrap();
+        let msg = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
         if let tokio_tungstenite::tungstenite::Message::Text(t) = msg {
             let v: Value = serde_json::from_str(&t).unwrap();
             assert_eq!(v["cursor"], 9);
@@ -311,7 +442,11 @@ async fn websocket_gives_the_same_frames_as_sse() {
     // Without a cursor, a snapshot first.
     let url = format!("ws://{}/v1/sessions/s/ws", srv.addr);
     let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-    let msg = tokio::time::timeout(WAIT, ws.next()).await.unwrap().unwrap().unwrap();
+    let msg = tokio::time::timeout(WAIT, ws.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     let v: Value = serde_json::from_str(msg.to_text().unwrap()).unwrap();
     assert_eq!(v["type"], "snapshot");
     assert_eq!(v["cursor"], 9);
@@ -325,7 +460,12 @@ async fn two_sessions_fed_concurrently_do_not_interfere() {
         let url = srv.url(&format!("/v1/sessions/{session}/events"));
         async move {
             for i in 1..=40u64 {
-                let ev = lime(&format!("{session}-{i}"), "model.delta", i, json!({"payload": {"delta": format!("{word}{i} ")}}));
+                let ev = lime(
+                    &format!("{session}-{i}"),
+                    "model.delta",
+                    i,
+                    json!({"payload": {"delta": format!("{word}{i} ")}}),
+                );
                 let r = http.post(&url).json(&ev).send().await.unwrap();
                 assert_eq!(r.status(), 200);
             }
@@ -343,8 +483,13 @@ async fn two_sessions_fed_concurrently_do_not_interfere() {
     assert_eq!(assistant(&b)["parts"][0]["text"], b_text);
     assert_ne!(a["epoch"], b["epoch"]);
     let frames = a_stream.take(40).await;
-    assert!(frames.iter().all(|f| f.data["eventId"].as_str().unwrap().starts_with("a-")));
-    let cursors: Vec<u64> = frames.iter().map(|f| f.data["cursor"].as_u64().unwrap()).collect();
+    assert!(frames
+        .iter()
+        .all(|f| f.data["eventId"].as_str().unwrap().starts_with("a-")));
+    let cursors: Vec<u64> = frames
+        .iter()
+        .map(|f| f.data["cursor"].as_u64().unwrap())
+        .collect();
     assert_eq!(cursors, (1..=40).collect::<Vec<_>>());
 }
 
@@ -358,14 +503,24 @@ async fn lagging_subscriber_is_caught_up_from_the_store() {
         .await;
     let mut s = srv.sse("s", "?cursor=0", None).await;
     let batch: Vec<Value> = (1..=200u64)
-        .map(|i| lime(&format!("e{i}"), "model.delta", i, json!({"payload": {"delta": "x"}})))
+        .map(|i| {
+            lime(
+                &format!("e{i}"),
+                "model.delta",
+                i,
+                json!({"payload": {"delta": "x"}}),
+            )
+        })
         .collect();
     for chunk in batch.chunks(10) {
         let (status, _) = srv.post("s", &Value::Array(chunk.to_vec())).await;
         assert_eq!(status, 200);
     }
     let got = s.take(200).await;
-    let cursors: Vec<u64> = got.iter().map(|f| f.data["cursor"].as_u64().unwrap()).collect();
+    let cursors: Vec<u64> = got
+        .iter()
+        .map(|f| f.data["cursor"].as_u64().unwrap())
+        .collect();
     assert_eq!(cursors, (1..=200).collect::<Vec<_>>());
     let (_, m) = srv.get_json("/metrics").await;
     let _ = m; // metrics are text; checked in `metrics_and_health`.
@@ -377,14 +532,21 @@ async fn events_log_is_paged_with_cursors() {
     srv.post("s", &text_tool_text()).await;
     let (status, page) = srv.get_json("/v1/sessions/s/events?after=2&limit=3").await;
     assert_eq!(status, 200);
-    let cursors: Vec<u64> = page["events"].as_array().unwrap().iter().map(|e| e["cursor"].as_u64().unwrap()).collect();
+    let cursors: Vec<u64> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["cursor"].as_u64().unwrap())
+        .collect();
     assert_eq!(cursors, vec![3, 4, 5]);
     assert_eq!(page["events"][0]["event"]["id"], "e3");
     assert_eq!(page["events"][0]["event"]["class"], "text.delta");
     assert_eq!(page["events"][0]["event"]["sourceClass"], "model.delta");
     assert_eq!(page["nextAfter"], 5);
     assert_eq!(page["head"], 8);
-    let (_, last) = srv.get_json("/v1/sessions/s/events?after=5&limit=100").await;
+    let (_, last) = srv
+        .get_json("/v1/sessions/s/events?after=5&limit=100")
+        .await;
     assert!(last.get("nextAfter").is_none());
     let (status, p) = srv.get_json("/v1/sessions/s/events?after=-1").await;
     assert_eq!(status, 400);
@@ -403,7 +565,15 @@ async fn metrics_health_cors_and_request_ids() {
     assert_eq!((status, r["status"].as_str()), (200, Some("ready")));
     srv.post("s", &text_tool_text()).await;
     srv.post("s", &json!({"type": "tool.started"})).await;
-    let text = srv.http.get(srv.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    let text = srv
+        .http
+        .get(srv.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     for name in [
         "projector_ingest_events_total",
         "projector_frames_total",
@@ -422,7 +592,10 @@ async fn metrics_health_cors_and_request_ids() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.headers()["access-control-allow-origin"], "http://viewer.test");
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "http://viewer.test"
+    );
     let r = srv
         .http
         .get(srv.url("/healthz"))
@@ -432,7 +605,13 @@ async fn metrics_health_cors_and_request_ids() {
         .unwrap();
     assert!(r.headers().get("access-control-allow-origin").is_none());
     assert!(r.headers().get("x-request-id").is_some());
-    let r = srv.http.get(srv.url("/healthz")).header("x-request-id", "abc-123").send().await.unwrap();
+    let r = srv
+        .http
+        .get(srv.url("/healthz"))
+        .header("x-request-id", "abc-123")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.headers()["x-request-id"], "abc-123");
     let r = srv.http.delete(srv.url("/healthz")).send().await.unwrap();
     assert_eq!(r.status(), 405);
@@ -483,10 +662,28 @@ async fn embedded_store_survives_restart_with_same_snapshot_and_cursors() {
     let frames_before = srv.sse("s", "?cursor=0", None).await.take(8).await;
     srv.stop().await;
     let srv = TestServer::builder().embedded(dir.clone()).start().await;
-    assert_eq!(srv.snapshot("s").await, before, "snapshot identical after restart");
+    assert_eq!(
+        srv.snapshot("s").await,
+        before,
+        "snapshot identical after restart"
+    );
     let mut s = srv.sse("s", "?cursor=3", None).await;
-    assert_eq!(s.take(5).await, frames_before[3..].to_vec(), "exact frames after restart");
-    let (_, out) = srv.post("s", &json!(lime("e9", "model.delta", 9, json!({"payload": {"delta": "!"}})))).await;
+    assert_eq!(
+        s.take(5).await,
+        frames_before[3..].to_vec(),
+        "exact frames after restart"
+    );
+    let (_, out) = srv
+        .post(
+            "s",
+            &json!(lime(
+                "e9",
+                "model.delta",
+                9,
+                json!({"payload": {"delta": "!"}})
+            )),
+        )
+        .await;
     assert_eq!(out["cursor"], 9, "cursors continue");
     assert_eq!(out["epoch"], before["epoch"], "epoch continues");
     let (_, dup) = srv.post("s", &text_tool_text()).await;
@@ -508,7 +705,7 @@ async fn openapi_is_served_and_committed_file_is_fresh() {
     let committed = std::fs::read_to_string(path).unwrap_or_default();
     assert!(
         committed == generated,
-        "openapi/openapi.json is stale; regenerate with `UPDATE_OPENAPI=1 cargo test --test api openapi` or `cargo run -- openapi > openapi/openapi.json`"
+        "openapi/openapi.json is stale; regenerate with `UPDATE_OPENAPI=1 cargo test --test it openapi` or `cargo run -- openapi > openapi/openapi.json`"
     );
 }
 
@@ -529,8 +726,14 @@ async fn both_envelopes_project_into_one_session() {
     assert_eq!(m["id"], "m1");
     assert_eq!(m["parts"][0]["text"], "Hi there");
     let diags = snap["state"]["diagnostics"].as_array().unwrap();
-    assert!(diags.iter().any(|d| d["code"] == "unknown_event_class"), "{diags:?}");
+    assert!(
+        diags.iter().any(|d| d["code"] == "unknown_event_class"),
+        "{diags:?}"
+    );
     let timeline = snap["state"]["timeline"].as_array().unwrap();
     assert_eq!(timeline.len(), 5, "unknown class kept on the timeline");
-    assert!(!m["parts"].to_string().contains("vendor"), "unknown class never in the transcript");
+    assert!(
+        !m["parts"].to_string().contains("vendor"),
+        "unknown class never in the transcript"
+    );
 }

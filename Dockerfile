@@ -1,0 +1,31 @@
+# syntax=docker/dockerfile:1
+# Multi-stage build: a cached dependency layer, then the project; the runtime
+# image is Debian slim with a non-root user and the data dir as a volume.
+
+FROM rust:1-bookworm AS build
+WORKDIR /src
+# Dependencies first, so that source edits do not rebuild them.
+COPY Cargo.toml Cargo.lock ./
+RUN mkdir -p src config && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
+    && touch config/default.toml \
+    && cargo build --release --locked \
+    && rm -rf src
+COPY config ./config
+COPY src ./src
+RUN touch src/main.rs src/lib.rs && cargo build --release --locked
+
+FROM debian:bookworm-slim
+RUN useradd --system --uid 10001 --user-group --home-dir /nonexistent --shell /usr/sbin/nologin projector \
+    && mkdir -p /data && chown projector:projector /data
+COPY --from=build /src/target/release/agent-projector /usr/local/bin/agent-projector
+USER projector
+ENV PROJECTOR_LISTEN=0.0.0.0:8080 \
+    PROJECTOR_STORE=embedded \
+    PROJECTOR_DATA_DIR=/data \
+    PROJECTOR_LOG__FORMAT=json
+VOLUME ["/data"]
+EXPOSE 8080
+# The binary probes its own /readyz: no curl in the image.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=5s --retries=3 \
+    CMD ["agent-projector", "healthcheck", "--addr", "127.0.0.1:8080"]
+ENTRYPOINT ["agent-projector"]

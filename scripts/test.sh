@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Every test of the project: Rust unit and integration tests, then the curl
+# smoke script against a freshly started server. This is the README's test
+# command and what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo test --locked --all-targets
+
+# Smoke: start the real binary on a free port (memory store), wait for its
+# "listening" log line, run scripts/smoke.sh, stop it.
+log=$(mktemp)
+./target/debug/agent-projector --store memory --listen 127.0.0.1:0 >"$log" 2>&1 &
+pid=$!
+trap 'kill $pid 2>/dev/null || true; rm -f "$log"' EXIT
+addr=""
+for _ in $(seq 1 200); do
+  addr=$(grep -oE 'listening on http://[0-9.:]+' "$log" | head -1 | sed 's/listening on //') || true
+  [ -n "$addr" ] && break
+  kill -0 $pid 2>/dev/null || { cat "$log"; echo "server exited" >&2; exit 1; }
+  sleep 0.05
+done
+[ -n "$addr" ] || { cat "$log"; echo "server did not start" >&2; exit 1; }
+NO_COLOR=1 scripts/smoke.sh "$addr"

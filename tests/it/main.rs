@@ -1,0 +1,6 @@
+//! The one integration test binary: the real server started on port 0
+//! in-process (`api`), and the real binary as a user runs it (`cli`).
+
+mod api;
+mod cli;
+mod common;
