@@ -2,6 +2,8 @@
 //! `application/problem+json` (RFC 9457) with a stable `code`. Internal
 //! causes are logged; 5xx bodies stay generic.
 
+use std::borrow::Cow;
+
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -27,10 +29,11 @@ pub struct ProblemItem {
     pub message: String,
 }
 
-/// An RFC 9457 problem.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Problem {
+/// The wire shape of a problem, for the OpenAPI document.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Problem)]
+pub struct ProblemDoc {
+    /// `urn:agent-projector:problem:<code>`
     #[serde(rename = "type")]
     pub type_uri: String,
     pub title: String,
@@ -38,21 +41,54 @@ pub struct Problem {
     pub detail: String,
     /// Stable machine-readable code.
     pub code: String,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Per-event problems (ingest).
+    pub errors: Option<Vec<ProblemItem>>,
+}
+
+/// An RFC 9457 problem. Serialised with `type` = `urn:agent-projector:problem:<code>`.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    pub title: &'static str,
+    pub status: u16,
+    pub detail: String,
+    /// Stable machine-readable code.
+    pub code: Cow<'static, str>,
     pub errors: Vec<ProblemItem>,
-    #[serde(skip)]
     pub retry_after: Option<u64>,
+}
+
+impl Serialize for Problem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry(
+            "type",
+            &format!("urn:agent-projector:problem:{}", self.code),
+        )?;
+        m.serialize_entry("title", self.title)?;
+        m.serialize_entry("status", &self.status)?;
+        m.serialize_entry("detail", &self.detail)?;
+        m.serialize_entry("code", &self.code)?;
+        if !self.errors.is_empty() {
+            m.serialize_entry("errors", &self.errors)?;
+        }
+        m.end()
+    }
 }
 
 impl Problem {
     /// A problem with a status, a stable code, a title and a detail.
-    pub fn new(status: StatusCode, code: &str, title: &str, detail: impl Into<String>) -> Self {
+    pub fn new(
+        status: StatusCode,
+        code: impl Into<Cow<'static, str>>,
+        title: &'static str,
+        detail: impl Into<String>,
+    ) -> Self {
         Problem {
-            type_uri: format!("urn:agent-projector:problem:{code}"),
-            title: title.to_string(),
+            title,
             status: status.as_u16(),
             detail: detail.into(),
-            code: code.to_string(),
+            code: code.into(),
             errors: Vec::new(),
             retry_after: None,
         }
@@ -64,7 +100,7 @@ impl Problem {
         self
     }
 
-    pub fn bad_request(code: &str, detail: impl Into<String>) -> Self {
+    pub fn bad_request(code: &'static str, detail: impl Into<String>) -> Self {
         Problem::new(StatusCode::BAD_REQUEST, code, "Bad request", detail)
     }
 
@@ -72,7 +108,7 @@ impl Problem {
         Problem::new(StatusCode::NOT_FOUND, "not_found", "Not found", detail)
     }
 
-    pub fn payload_too_large(code: &str, detail: impl Into<String>) -> Self {
+    pub fn payload_too_large(code: &'static str, detail: impl Into<String>) -> Self {
         Problem::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             code,
@@ -81,7 +117,7 @@ impl Problem {
         )
     }
 
-    pub fn unavailable(code: &str, detail: impl Into<String>) -> Self {
+    pub fn unavailable(code: &'static str, detail: impl Into<String>) -> Self {
         let mut p = Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
             code,
@@ -139,7 +175,7 @@ impl From<StoreError> for Problem {
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        metrics::counter!("projector_errors_total", "code" => self.code.clone()).increment(1);
+        metrics::counter!("projector_errors_total", "code" => self.code.to_string()).increment(1);
         let body = serde_json::to_vec(&self).unwrap_or_else(|_| b"{}".to_vec());
         let mut resp = (status, body).into_response();
         resp.headers_mut().insert(

@@ -3,7 +3,7 @@
 
 use utoipa::OpenApi;
 
-use crate::error::{Problem, ProblemItem};
+use crate::error::{ProblemDoc, ProblemItem};
 use crate::http::{ingest, ops, sessions, streams};
 use crate::session::{IngestOutcome, Warning};
 
@@ -25,7 +25,7 @@ use crate::session::{IngestOutcome, Warning};
         ops::get_metrics,
         ops::get_openapi,
     ),
-    components(schemas(IngestOutcome, Warning, Problem, ProblemItem, sessions::EventsPage, sessions::LoggedEvent, ops::Health)),
+    components(schemas(IngestOutcome, Warning, ProblemDoc, ProblemItem, sessions::EventsPage, sessions::LoggedEvent, ops::Health)),
     tags(
         (name = "ingest", description = "Runtimes post events"),
         (name = "sessions", description = "Snapshots and the event log"),

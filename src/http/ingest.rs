@@ -11,7 +11,7 @@ use serde_json::Value;
 use tracing::instrument;
 
 use super::{AppState, SessionId};
-use crate::error::{Problem, ProblemItem};
+use crate::error::{Problem, ProblemDoc, ProblemItem};
 use crate::event::body::{self, BodyError, BodyFormat};
 use crate::event::normalize::code;
 use crate::event::{normalize, Limits};
@@ -61,11 +61,11 @@ fn body_format(headers: &HeaderMap) -> Result<BodyFormat, Problem> {
     ),
     responses(
         (status = 200, description = "Batch accepted and durable", body = IngestOutcome),
-        (status = 400, description = "Unparseable body", body = Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body, batch or payload too large", body = Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Wrong content type", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid event; nothing of the batch applied", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Store unavailable or shutting down; nothing applied", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Unparseable body", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 413, description = "Body, batch or payload too large", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 415, description = "Wrong content type", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid event; nothing of the batch applied", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable or shutting down; nothing applied", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]
@@ -161,7 +161,7 @@ pub async fn post_events(
         } else {
             Problem::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                &errors[0].code.clone(),
+                errors[0].code.clone(),
                 "Invalid event",
                 detail,
             )

@@ -9,7 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::AppState;
-use crate::error::Problem;
+use crate::error::{Problem, ProblemDoc};
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -36,7 +36,7 @@ pub async fn get_healthz() -> Json<Health> {
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
         (status = 200, description = "Ready", body = Health),
-        (status = 503, description = "Not ready", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Not ready", body = ProblemDoc, content_type = "application/problem+json"),
     ))]
 pub async fn get_readyz(State(st): State<AppState>) -> Result<Json<Health>, Problem> {
     if st.shutdown.is_cancelled() {

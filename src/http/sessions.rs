@@ -13,7 +13,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::extract::Q;
 use super::{AppState, SessionId};
-use crate::error::Problem;
+use crate::error::{Problem, ProblemDoc};
 
 pub(super) fn router() -> Router<AppState> {
     Router::new().route("/v1/sessions/{session_id}/snapshot", get(get_snapshot))
@@ -27,8 +27,8 @@ pub(super) fn router() -> Router<AppState> {
     params(("session_id" = String, Path, description = "Session id")),
     responses(
         (status = 200, description = "The snapshot frame: `{type: \"snapshot\", cursor, epoch, state}`; a session with no events has an empty state at cursor 0", body = serde_json::Value),
-        (status = 400, description = "Invalid session id", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid session id", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]
@@ -88,8 +88,8 @@ pub struct EventsPage {
     params(("session_id" = String, Path, description = "Session id"), EventsQuery),
     responses(
         (status = 200, description = "A page of the log", body = EventsPage),
-        (status = 400, description = "Invalid query", body = Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid query", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]

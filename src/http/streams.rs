@@ -13,7 +13,7 @@ use utoipa::IntoParams;
 
 use super::extract::Q;
 use super::{AppState, SessionId};
-use crate::error::Problem;
+use crate::error::{Problem, ProblemDoc};
 use crate::stream::{self, sse, ws, From};
 
 pub(super) fn router() -> Router<AppState> {
@@ -69,7 +69,7 @@ fn start(headers: &HeaderMap, q: StreamQuery) -> Result<From, Problem> {
     ),
     responses(
         (status = 200, description = "An endless `text/event-stream` of frames; heartbeats are SSE comments", content_type = "text/event-stream", body = String),
-        (status = 400, description = "Invalid cursor or session id", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid cursor or session id", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]
@@ -97,7 +97,7 @@ pub async fn stream_sse(
     params(("session_id" = String, Path, description = "Session id"), StreamQuery),
     responses(
         (status = 101, description = "Switching to WebSocket; each text message is one frame"),
-        (status = 400, description = "Invalid cursor or session id", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid cursor or session id", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]

@@ -150,6 +150,11 @@ impl<'a> Ctx<'a> {
         } else {
             None
         };
+        // The entity's own name (payload) before the event's title.
+        let title = self
+            .pstr(&["title", "name"])
+            .or_else(|| nonempty(self.f.title.as_deref()))
+            .map(|t| truncate(&t, 200));
         for aid in ids {
             let cursor = self.cursor;
             let e = self
@@ -167,8 +172,8 @@ impl<'a> Ctx<'a> {
                     message_id: None,
                     updated_cursor: cursor,
                 });
-            if let Some(t) = nonempty(self.f.title.as_deref()) {
-                e.title = Some(truncate(&t, 200));
+            if let Some(t) = &title {
+                e.title = Some(t.clone());
             }
             if kind.is_some() {
                 e.kind = kind.clone();
@@ -214,6 +219,11 @@ impl<'a> Ctx<'a> {
         let refs = self.payload_refs();
         let verdict = self.pstr(&["verdict"]);
         let msg = self.card_message();
+        // The entity's own name (payload) before the event's title.
+        let title = self
+            .pstr(&["title", "name"])
+            .or_else(|| nonempty(self.f.title.as_deref()))
+            .map(|t| truncate(&t, 200));
         for eid in ids {
             let cursor = self.cursor;
             let e = self
@@ -228,8 +238,8 @@ impl<'a> Ctx<'a> {
                     message_id: None,
                     updated_cursor: cursor,
                 });
-            if let Some(t) = nonempty(self.f.title.as_deref()) {
-                e.title = Some(truncate(&t, 200));
+            if let Some(t) = &title {
+                e.title = Some(t.clone());
             }
             if verdict.is_some() {
                 e.verdict = verdict.clone();

@@ -515,3 +515,29 @@ fn bounds_are_respected() {
     assert!(s.tools.contains_key("c39"));
     r.assert_replay();
 }
+
+#[test]
+fn artifact_and_evidence_titles_prefer_their_own_names() {
+    let mut r = Run::new();
+    let mut f = F::new("e1", "artifact.changed")
+        .turn("t")
+        .ids(|i| i.artifact_id = Some("a1".into()))
+        .p("title", json!("fix.diff"));
+    f.0.title = Some("Artifact changed".into());
+    r.apply(f);
+    let mut g = F::new("e2", "evidence.changed")
+        .turn("t")
+        .ids(|i| i.evidence_id = Some("v1".into()));
+    g.0.title = Some("Source checked".into());
+    r.apply(g);
+    let s = r.state();
+    assert_eq!(
+        s["artifacts"]["a1"]["title"], "fix.diff",
+        "payload name beats the event title"
+    );
+    assert_eq!(
+        s["evidence"]["v1"]["title"], "Source checked",
+        "event title as a fallback"
+    );
+    r.assert_replay();
+}

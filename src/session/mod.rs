@@ -5,6 +5,8 @@
 
 mod actor;
 mod registry;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 

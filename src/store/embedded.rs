@@ -197,8 +197,7 @@ impl EventLog for EmbeddedLog {
                 let mut events = w.open_table(EVENTS).map_err(|e| me.err(e))?;
                 let mut ids = w.open_table(IDS).map_err(|e| me.err(e))?;
                 let mut cps = w.open_table(CHECKPOINTS).map_err(|e| me.err(e))?;
-                let mut expected = meta.head + 1;
-                for e in &batch.events {
+                for (expected, e) in (meta.head + 1..).zip(&batch.events) {
                     if e.cursor != expected {
                         return Err(StoreError::Conflict {
                             session: session.clone(),
@@ -206,7 +205,6 @@ impl EventLog for EmbeddedLog {
                             got: e.cursor,
                         });
                     }
-                    expected += 1;
                     events
                         .insert((session.as_str(), e.cursor), encode_event(e).as_slice())
                         .map_err(|e| me.err(e))?;

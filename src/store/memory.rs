@@ -58,8 +58,7 @@ impl EventLog for MemoryLog {
 
     async fn append(&self, session: &str, batch: AppendBatch) -> Result<SessionMeta, StoreError> {
         let mut s = self.session(session);
-        let mut expected = s.meta.head + 1;
-        for e in &batch.events {
+        for (expected, e) in (s.meta.head + 1..).zip(&batch.events) {
             if e.cursor != expected {
                 return Err(StoreError::Conflict {
                     session: session.to_string(),
@@ -67,7 +66,6 @@ impl EventLog for MemoryLog {
                     got: e.cursor,
                 });
             }
-            expected += 1;
         }
         for e in batch.events {
             s.meta.head = e.cursor;

@@ -697,6 +697,32 @@ async fn openapi_is_served_and_committed_file_is_fresh() {
     let (status, spec) = srv.get_json("/openapi.json").await;
     assert_eq!(status, 200);
     assert!(spec["paths"]["/v1/sessions/{session_id}/events"]["post"].is_object());
+    // The documented shapes are the real ones.
+    let check = |schema: &str, body: &Value| {
+        let sch = &spec["components"]["schemas"][schema];
+        let props = sch["properties"].as_object().unwrap();
+        for k in body.as_object().unwrap().keys() {
+            assert!(props.contains_key(k), "{schema} lacks documented key {k}");
+        }
+        for r in sch["required"].as_array().unwrap() {
+            assert!(
+                body.get(r.as_str().unwrap()).is_some(),
+                "{schema} misses required {r}"
+            );
+        }
+    };
+    let (_, problem) = srv.post("s", &json!({"type": "tool.started"})).await;
+    check("Problem", &problem);
+    let (_, outcome) = srv
+        .post(
+            "s",
+            &json!({"type": "run.started", "payload": {"token": "x"}}),
+        )
+        .await;
+    check("IngestOutcome", &outcome);
+    check("Warning", &outcome["warnings"][0]);
+    let (_, page) = srv.get_json("/v1/sessions/s/events").await;
+    check("EventsPage", &page);
     let generated = agent_projector::openapi::spec_json();
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/openapi/openapi.json");
     if std::env::var_os("UPDATE_OPENAPI").is_some() {

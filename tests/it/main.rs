@@ -4,3 +4,5 @@
 mod api;
 mod cli;
 mod common;
+mod conformance;
+mod packaging;

@@ -1,0 +1,196 @@
+//! Actor and registry tests: eviction and rehydration, isolation of a busy
+//! session, failed appends leave nothing half-applied.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::event::{normalize, Limits};
+use crate::projection::ProjectionConfig;
+use crate::store::memory::MemoryLog;
+use crate::store::{AppendBatch, Checkpoint, EventLog, Retention, SharedLog, StoredEvent};
+
+/// A memory log that can hold appends of one session until released, or
+/// fail them.
+struct Gate {
+    inner: MemoryLog,
+    held_session: String,
+    release: Notify,
+    holding: AtomicBool,
+    fail: AtomicBool,
+}
+
+#[async_trait]
+impl EventLog for Gate {
+    async fn open(&self, s: &str) -> Result<SessionMeta, StoreError> {
+        self.inner.open(s).await
+    }
+    async fn meta(&self, s: &str) -> Result<Option<SessionMeta>, StoreError> {
+        self.inner.meta(s).await
+    }
+    async fn append(&self, s: &str, b: AppendBatch) -> Result<SessionMeta, StoreError> {
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(StoreError::Unavailable("disk full (test)".into()));
+        }
+        if s == self.held_session && self.holding.load(Ordering::SeqCst) {
+            self.release.notified().await;
+        }
+        self.inner.append(s, b).await
+    }
+    async fn read(&self, s: &str, a: u64, l: usize) -> Result<Vec<StoredEvent>, StoreError> {
+        self.inner.read(s, a, l).await
+    }
+    async fn lookup_ids(&self, s: &str, ids: &[String]) -> Result<Vec<Option<u64>>, StoreError> {
+        self.inner.lookup_ids(s, ids).await
+    }
+    async fn checkpoint(&self, s: &str) -> Result<Option<Checkpoint>, StoreError> {
+        self.inner.checkpoint(s).await
+    }
+    async fn ready(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+fn gate(held: &str) -> Arc<Gate> {
+    Arc::new(Gate {
+        inner: MemoryLog::new(Retention {
+            max_events_per_session: 10_000,
+        }),
+        held_session: held.to_string(),
+        release: Notify::new(),
+        holding: AtomicBool::new(false),
+        fail: AtomicBool::new(false),
+    })
+}
+
+fn registry(store: SharedLog, idle: Duration) -> Registry {
+    Registry::new(
+        store,
+        RegistryConfig {
+            projection: ProjectionConfig::default(),
+            idle_evict: idle,
+            mailbox: 16,
+            checkpoint_every: 3,
+            live_buffer: 16,
+            replay_page: 2,
+        },
+        CancellationToken::new(),
+    )
+}
+
+fn events(prefix: &str, n: usize) -> Vec<IncomingEvent> {
+    (0..n)
+        .map(|i| {
+            let raw = serde_json::json!({
+                "id": format!("{prefix}-{i}"),
+                "type": "text.delta",
+                "runId": "r",
+                "sequence": i + 1,
+                "payload": {"delta": format!("{prefix}{i} ")},
+            });
+            let n = normalize(raw, &Limits::default()).unwrap();
+            IncomingEvent {
+                index: i,
+                fact: n.fact,
+                warnings: n.warnings,
+            }
+        })
+        .collect()
+}
+
+async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while !cond() {
+            tokio::task::yield_now().await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_sessions_are_evicted_and_rehydrate_identically() {
+    let store = gate("none");
+    let reg = registry(store.clone(), Duration::from_millis(50));
+    // Checkpoint every 3: the first batch of 4 takes one at cursor 4, the
+    // next batch of 2 stays in the tail, so rehydration replays 5 and 6.
+    reg.ingest("s", events("a", 4)).await.unwrap();
+    reg.ingest("s", events("b", 2)).await.unwrap();
+    assert_eq!(store.checkpoint("s").await.unwrap().unwrap().cursor, 4);
+    let (meta, before) = reg.snapshot("s").await.unwrap();
+    assert_eq!(meta.head, 6);
+    assert_eq!(reg.live(), 1);
+    until("eviction", || reg.live() == 0).await;
+    // Rehydrated from checkpoint (every 3) plus tail, with small replay pages.
+    let (meta2, after) = reg.snapshot("s").await.unwrap();
+    assert_eq!(meta2, meta);
+    assert_eq!(
+        after.json, before.json,
+        "byte-identical snapshot after rehydration"
+    );
+    let out = reg.ingest("s", events("a", 5)).await.unwrap();
+    assert_eq!((out.accepted, out.duplicates, out.cursor), (1, 4, 7));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_subscribed_session_is_not_evicted() {
+    let reg = registry(gate("none"), Duration::from_millis(20));
+    let sub = reg.subscribe("s", None, None).await.unwrap();
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(reg.live(), 1, "a session with a subscriber stays live");
+    drop(sub);
+    until("eviction after the subscriber left", || reg.live() == 0).await;
+}
+
+#[tokio::test]
+async fn a_busy_session_does_not_slow_the_others() {
+    let store = gate("slow");
+    store.holding.store(true, Ordering::SeqCst);
+    let reg = registry(store.clone(), Duration::from_secs(60));
+    let slow = {
+        let reg = reg.clone();
+        tokio::spawn(async move { reg.ingest("slow", events("s", 3)).await })
+    };
+    // While "slow" is stuck in its append, other sessions go on.
+    for i in 0..20 {
+        let out = reg
+            .ingest(&format!("fast-{i}"), events("f", 5))
+            .await
+            .unwrap();
+        assert_eq!(out.accepted, 5);
+    }
+    assert!(!slow.is_finished(), "the slow append is still held");
+    store.holding.store(false, Ordering::SeqCst);
+    store.release.notify_waiters();
+    let out = slow.await.unwrap().unwrap();
+    assert_eq!(out.accepted, 3);
+}
+
+#[tokio::test]
+async fn a_failed_append_leaves_nothing_half_applied() {
+    let store = gate("none");
+    let reg = registry(store.clone(), Duration::from_secs(60));
+    reg.ingest("s", events("a", 2)).await.unwrap();
+    let (_, before) = reg.snapshot("s").await.unwrap();
+    store.fail.store(true, Ordering::SeqCst);
+    let err = reg.ingest("s", events("b", 4)).await.unwrap_err();
+    assert!(matches!(err, SessionError::Store(_)), "{err}");
+    let (meta, after) = reg.snapshot("s").await.unwrap();
+    assert_eq!(meta.head, 2);
+    assert_eq!(after.json, before.json, "projection rebuilt from the store");
+    store.fail.store(false, Ordering::SeqCst);
+    let out = reg.ingest("s", events("b", 4)).await.unwrap();
+    assert_eq!(
+        (out.accepted, out.cursor),
+        (4, 6),
+        "the batch applies whole on retry"
+    );
+}
