@@ -57,6 +57,22 @@ fn start(headers: &HeaderMap, q: StreamQuery) -> Result<From, Problem> {
     })
 }
 
+/// The session's frames from where the request asks to start.
+fn frames(
+    st: &AppState,
+    session: SessionId,
+    headers: &HeaderMap,
+    q: StreamQuery,
+) -> Result<impl futures_util::Stream<Item = crate::frame::SharedFrame> + Send + 'static, Problem> {
+    let from = start(headers, q)?;
+    Ok(stream::frames(
+        st.registry.clone(),
+        session.0,
+        from,
+        st.cfg.stream.replay_page,
+    ))
+}
+
 /// Server-Sent Events: `id: <cursor>`, `event: snapshot|delta|reset`, `data: <frame JSON>`.
 #[utoipa::path(
     get,
@@ -79,13 +95,7 @@ pub async fn stream_sse(
     headers: HeaderMap,
     Q(q): Q<StreamQuery>,
 ) -> Result<Response, Problem> {
-    let from = start(&headers, q)?;
-    let frames = stream::frames(
-        st.registry.clone(),
-        session.0,
-        from,
-        st.cfg.stream.replay_page,
-    );
+    let frames = frames(&st, session, &headers, q)?;
     Ok(sse::response(frames, st.heartbeat(), st.shutdown.clone()))
 }
 
@@ -108,14 +118,12 @@ pub async fn stream_ws(
     Q(q): Q<StreamQuery>,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, Problem> {
-    let from = start(&headers, q)?;
-    let frames = stream::frames(
-        st.registry.clone(),
-        session.0,
-        from,
-        st.cfg.stream.replay_page,
-    );
+    let frames = frames(&st, session, &headers, q)?;
     let heartbeat = st.heartbeat();
     let shutdown = st.shutdown.clone();
-    Ok(upgrade.on_upgrade(move |socket| ws::serve(socket, frames, heartbeat, shutdown)))
+    // The socket is a read-only feed: clients have nothing large to send.
+    Ok(upgrade
+        .max_message_size(ws::MAX_CLIENT_MESSAGE)
+        .max_frame_size(ws::MAX_CLIENT_MESSAGE)
+        .on_upgrade(move |socket| ws::serve(socket, frames, heartbeat, shutdown)))
 }

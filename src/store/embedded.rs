@@ -345,7 +345,7 @@ impl EventLog for EmbeddedLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::memory::tests::{contract, ev};
+    use crate::store::memory::tests::{contract, ev, retention as retention_contract};
 
     fn retention() -> Retention {
         Retention {
@@ -366,6 +366,20 @@ mod tests {
     async fn embedded_keeps_the_contract() {
         let dir = tmpdir("contract");
         contract(Arc::new(EmbeddedLog::open(&dir, retention()).unwrap())).await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn embedded_keeps_retention() {
+        let dir = tmpdir("retention");
+        let log = EmbeddedLog::open(
+            &dir,
+            Retention {
+                max_events_per_session: 3,
+            },
+        )
+        .unwrap();
+        retention_contract(Arc::new(log)).await;
         let _ = std::fs::remove_dir_all(dir);
     }
 

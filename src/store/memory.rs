@@ -203,44 +203,42 @@ pub(crate) mod tests {
         .await;
     }
 
-    #[tokio::test]
-    async fn retention_trims_behind_checkpoint() {
-        let log = MemoryLog::new(Retention {
-            max_events_per_session: 3,
-        });
-        log.append(
-            "s",
-            AppendBatch {
-                events: (1..=5).map(ev).collect(),
-                checkpoint: None,
-            },
-        )
-        .await
-        .unwrap();
+    /// Retention every backend must keep, for a log with
+    /// `max_events_per_session = 3`.
+    pub(crate) async fn retention(log: SharedLog) {
+        let batch = |events: Vec<StoredEvent>, checkpoint| AppendBatch { events, checkpoint };
+        log.append("s", batch((1..=5).map(ev).collect(), None))
+            .await
+            .unwrap();
         assert_eq!(
             log.read("s", 0, 100).await.unwrap().len(),
             5,
             "no checkpoint, no trim"
         );
-        let m = log
-            .append(
-                "s",
-                AppendBatch {
-                    events: vec![ev(6)],
-                    checkpoint: Some(Checkpoint {
-                        cursor: 6,
-                        state: Bytes::new(),
-                    }),
-                },
-            )
-            .await
-            .unwrap();
+        let cp = Checkpoint {
+            cursor: 6,
+            state: Bytes::new(),
+        };
+        let m = log.append("s", batch(vec![ev(6)], Some(cp))).await.unwrap();
         assert_eq!(m.first, 4);
+        assert_eq!(log.meta("s").await.unwrap().unwrap().first, 4);
         let got = log.read("s", 0, 100).await.unwrap();
         assert_eq!(got.first().unwrap().cursor, 4);
+        assert_eq!(got.len(), 3);
         assert_eq!(
-            log.lookup_ids("s", &["e1".into()]).await.unwrap(),
-            vec![None]
+            log.lookup_ids("s", &["e1".into(), "e5".into()])
+                .await
+                .unwrap(),
+            vec![None, Some(5)],
+            "trimmed ids leave the idempotency index"
         );
+    }
+
+    #[tokio::test]
+    async fn memory_keeps_retention() {
+        retention(std::sync::Arc::new(MemoryLog::new(Retention {
+            max_events_per_session: 3,
+        })))
+        .await;
     }
 }
