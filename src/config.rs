@@ -34,6 +34,7 @@ pub struct Config {
     pub projection: ProjectionConfig,
     pub sessions: SessionsConfig,
     pub retention: RetentionConfig,
+    pub storage: StorageConfig,
     pub stream: StreamConfig,
     pub http: HttpConfig,
     pub log: LogConfig,
@@ -63,6 +64,15 @@ pub struct SessionsConfig {
 #[serde(deny_unknown_fields)]
 pub struct RetentionConfig {
     pub max_events_per_session: u64,
+    pub max_age_secs: u64,
+    pub sweep_secs: u64,
+}
+
+/// `[storage]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageConfig {
+    pub min_free_bytes: u64,
 }
 
 /// `[stream]`
@@ -167,6 +177,11 @@ impl Config {
         }
         if self.sessions.mailbox == 0 || self.sessions.checkpoint_every == 0 {
             return bad("sessions.mailbox and sessions.checkpoint_every must be at least 1");
+        }
+        if self.retention.max_age_secs > 0 && self.retention.sweep_secs == 0 {
+            return bad(
+                "retention.sweep_secs must be at least 1 when retention.max_age_secs is set",
+            );
         }
         if self.retention.max_events_per_session < self.sessions.checkpoint_every {
             return bad(

@@ -164,6 +164,10 @@ impl From<StoreError> for Problem {
         tracing::error!(error = %e, "store error");
         match e {
             StoreError::Conflict { .. } | StoreError::Corrupt { .. } => Problem::internal(&e),
+            StoreError::Full(_) => Problem::unavailable(
+                "store_full",
+                "the event store is short of disk space; nothing was applied; reads and streams keep working",
+            ),
             StoreError::Unavailable(_) | StoreError::Embedded { .. } => Problem::unavailable(
                 "store_unavailable",
                 "the event store cannot take the request now; nothing was applied, retry later",

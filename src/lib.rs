@@ -41,16 +41,25 @@ use tokio_util::sync::CancellationToken;
 
 use config::{Config, StoreKind};
 use session::{Registry, RegistryConfig};
-use store::{embedded::EmbeddedLog, memory::MemoryLog, Retention, SharedLog, StoreError};
+use store::embedded::{EmbeddedLog, EmbeddedOptions};
+use store::{memory::MemoryLog, Retention, SharedLog, StoreError};
 
 /// Open the store the configuration names.
 pub fn open_store(cfg: &Config) -> Result<SharedLog, StoreError> {
     let retention = Retention {
         max_events_per_session: cfg.retention.max_events_per_session,
+        max_age_ms: (cfg.retention.max_age_secs > 0)
+            .then(|| cfg.retention.max_age_secs.saturating_mul(1000)),
     };
     Ok(match cfg.store {
         StoreKind::Memory => Arc::new(MemoryLog::new(retention)),
-        StoreKind::Embedded => Arc::new(EmbeddedLog::open(&cfg.data_dir, retention)?),
+        StoreKind::Embedded => Arc::new(EmbeddedLog::open(
+            &cfg.data_dir,
+            EmbeddedOptions {
+                retention,
+                min_free_bytes: cfg.storage.min_free_bytes,
+            },
+        )?),
     })
 }
 
@@ -99,8 +108,16 @@ pub async fn serve(
         },
         shutdown.clone(),
     );
+    if cfg.retention.max_age_secs > 0 {
+        registry.spawn_task(sweep(
+            registry.clone(),
+            Duration::from_secs(cfg.retention.sweep_secs),
+            cfg.retention.max_age_secs.saturating_mul(1000),
+            shutdown.clone(),
+        ));
+    }
     let state = http::AppState {
-        registry,
+        registry: registry.clone(),
         cfg: Arc::new(cfg),
         shutdown: shutdown.clone(),
         metrics: metrics_handle(),
@@ -111,6 +128,26 @@ pub async fn serve(
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await?;
+    // Streams have ended and requests finished; let the actors finish too,
+    // so that the store is released (and its writer flushed) on return.
+    registry.wait_stopped().await;
     tracing::info!("agent-projector stopped");
     Ok(())
+}
+
+/// The retention sweep: every `every`, delete sessions idle for `max_age_ms`.
+async fn sweep(registry: Registry, every: Duration, max_age_ms: u64, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let before = store::now_ms().saturating_sub(max_age_ms);
+        match registry.expire(before).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(deleted = n, "retention sweep deleted idle sessions"),
+            Err(e) => tracing::warn!(error = %e, "retention sweep failed"),
+        }
+    }
 }

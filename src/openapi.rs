@@ -16,6 +16,8 @@ use crate::session::{IngestOutcome, Warning};
     ),
     paths(
         ingest::post_events,
+        sessions::list_sessions,
+        sessions::delete_session,
         sessions::get_snapshot,
         sessions::get_events,
         streams::stream_sse,
@@ -25,7 +27,7 @@ use crate::session::{IngestOutcome, Warning};
         ops::get_metrics,
         ops::get_openapi,
     ),
-    components(schemas(IngestOutcome, Warning, ProblemDoc, ProblemItem, sessions::EventsPage, sessions::LoggedEvent, ops::Health)),
+    components(schemas(IngestOutcome, Warning, ProblemDoc, ProblemItem, sessions::EventsPage, sessions::LoggedEvent, sessions::SessionsPage, sessions::SessionSummary, sessions::Deleted, ops::Health)),
     tags(
         (name = "ingest", description = "Runtimes post events"),
         (name = "sessions", description = "Snapshots and the event log"),

@@ -1,10 +1,11 @@
-//! Session reads: the snapshot (`GET .../snapshot`) and the normalised
-//! event log, paged (`GET .../events?after=N&limit=M`).
+//! Sessions as a resource: the listing (`GET /v1/sessions`), deletion
+//! (`DELETE /v1/sessions/{id}`), the snapshot (`GET .../snapshot`) and the
+//! normalised event log, paged (`GET .../events?after=N&limit=M`).
 
 use axum::extract::State;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{delete, get};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -16,7 +17,138 @@ use super::{AppState, SessionId};
 use crate::error::{Problem, ProblemDoc};
 
 pub(super) fn router() -> Router<AppState> {
-    Router::new().route("/v1/sessions/{session_id}/snapshot", get(get_snapshot))
+    Router::new()
+        .route("/v1/sessions", get(list_sessions))
+        .route("/v1/sessions/{session_id}", delete(delete_session))
+        .route("/v1/sessions/{session_id}/snapshot", get(get_snapshot))
+}
+
+/// Paging of the session list.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ListQuery {
+    /// Return sessions whose id sorts after this one.
+    pub after: Option<String>,
+    /// Most sessions to return (default 100, at most 1000).
+    pub limit: Option<usize>,
+}
+
+/// One session in a listing.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub session_id: String,
+    pub epoch: String,
+    /// Cursor of the last accepted event.
+    pub head: u64,
+    /// First retained cursor.
+    pub first: u64,
+    /// Runtime status of the projection after the last append.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// RFC 3339 time of the last append.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<String>,
+}
+
+/// A page of sessions.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionsPage {
+    pub sessions: Vec<SessionSummary>,
+    /// `after` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<String>,
+}
+
+fn rfc3339(ms: u64) -> Option<String> {
+    (ms > 0).then(|| {
+        humantime::format_rfc3339_millis(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
+        )
+        .to_string()
+    })
+}
+
+/// Sessions with events, by id, paged.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions",
+    tag = "sessions",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "A page of sessions", body = SessionsPage),
+        (status = 400, description = "Invalid query", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable", body = ProblemDoc, content_type = "application/problem+json"),
+    )
+)]
+pub async fn list_sessions(
+    State(st): State<AppState>,
+    Q(q): Q<ListQuery>,
+) -> Result<Json<SessionsPage>, Problem> {
+    let limit = q.limit.unwrap_or(100).clamp(1, 1000);
+    let mut rows = st
+        .registry
+        .store()
+        .list(q.after.as_deref(), limit + 1)
+        .await?;
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let next_after = more
+        .then(|| rows.last().map(|(id, _)| id.clone()))
+        .flatten();
+    let sessions = rows
+        .into_iter()
+        .map(|(id, m)| SessionSummary {
+            session_id: id,
+            epoch: m.epoch,
+            head: m.head,
+            first: m.first,
+            status: m.status,
+            updated_at: rfc3339(m.updated_ms),
+        })
+        .collect();
+    Ok(Json(SessionsPage {
+        sessions,
+        next_after,
+    }))
+}
+
+/// The result of a deletion.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Deleted {
+    pub session_id: String,
+    /// The epoch of the session's next incarnation.
+    pub epoch: String,
+    /// Cursors continue after this one, so stale clients get `reset`.
+    pub head: u64,
+}
+
+/// Delete a session: its log, ids and checkpoint go; a tombstone keeps the
+/// cursor moving forward so that a stale client is reset.
+#[utoipa::path(
+    delete,
+    path = "/v1/sessions/{session_id}",
+    tag = "sessions",
+    params(("session_id" = String, Path, description = "Session id")),
+    responses(
+        (status = 200, description = "Deleted; live subscribers got reset + an empty snapshot", body = Deleted),
+        (status = 400, description = "Invalid session id", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable", body = ProblemDoc, content_type = "application/problem+json"),
+    )
+)]
+#[instrument(skip_all, fields(session_id = %session.0))]
+pub async fn delete_session(
+    State(st): State<AppState>,
+    session: SessionId,
+) -> Result<Json<Deleted>, Problem> {
+    let meta = st.registry.delete(&session.0).await?;
+    Ok(Json(Deleted {
+        session_id: session.0,
+        epoch: meta.epoch,
+        head: meta.head,
+    }))
 }
 
 /// The projection of a session: `{"type":"snapshot","cursor","epoch","state"}`.

@@ -15,7 +15,7 @@ use super::{Command, IncomingEvent, IngestOutcome, SessionError, Start, Subscrip
 use crate::event::Fact;
 use crate::frame::{self, SharedFrame};
 use crate::projection::Projection;
-use crate::store::{AppendBatch, Checkpoint, SessionMeta, StoreError, StoredEvent};
+use crate::store::{self, AppendBatch, Checkpoint, SessionMeta, StoreError, StoredEvent};
 
 pub(super) struct Actor {
     pub id: Arc<str>,
@@ -215,6 +215,24 @@ impl Actor {
                 let frame = self.snapshot(state);
                 let _ = reply.send((state.meta.clone(), frame));
             }
+            Command::Delete { reply } => {
+                let ctx = self.registry.ctx.clone();
+                match ctx.store.delete(&self.id).await {
+                    Ok(meta) => {
+                        state.meta = meta.clone();
+                        state.projection = Projection::new(&ctx.projection);
+                        state.since_checkpoint = 0;
+                        state.snapshot = None;
+                        // Live subscribers start over: reset, then the empty snapshot.
+                        let _ = self.feed.send(Arc::new(frame::reset("session_deleted")));
+                        let _ = self.feed.send(self.snapshot(state));
+                        let _ = reply.send(Ok(meta));
+                    }
+                    Err(e) => {
+                        let _ = reply.send(Err(SessionError::Store(e)));
+                    }
+                }
+            }
         }
         true
     }
@@ -246,6 +264,7 @@ impl Actor {
         let mut frames = Vec::with_capacity(events.len());
         let mut duplicates = 0;
         let mut cursor = state.meta.head;
+        let received_ms = store::now_ms();
         for (ev, known) in events.into_iter().zip(known) {
             if known.is_some() || !in_batch.insert(ev.fact.id.clone()) {
                 duplicates += 1;
@@ -275,6 +294,7 @@ impl Actor {
             stored.push(StoredEvent {
                 cursor,
                 event_id: ev.fact.id.clone(),
+                received_ms,
                 fact: serde_json::to_vec(&ev.fact)
                     .expect("facts serialise")
                     .into(),
@@ -299,6 +319,7 @@ impl Actor {
                     AppendBatch {
                         events: stored,
                         checkpoint,
+                        status: Some(state.projection.state().runtime.status.clone()),
                     },
                 )
                 .await?;

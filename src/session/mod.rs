@@ -98,6 +98,11 @@ pub enum Command {
     Snapshot {
         reply: oneshot::Sender<(SessionMeta, SharedFrame)>,
     },
+    /// Delete the session's log, leaving a tombstone; live subscribers get
+    /// `reset` + an empty `snapshot`.
+    Delete {
+        reply: oneshot::Sender<Result<SessionMeta, SessionError>>,
+    },
 }
 
 /// A cheap handle to a session actor.
@@ -156,6 +161,11 @@ impl SessionHandle {
     /// The current snapshot frame and log position.
     pub async fn snapshot(&self) -> Result<(SessionMeta, SharedFrame), SessionError> {
         self.call(|reply| Command::Snapshot { reply }).await
+    }
+
+    /// Delete the session (see [`Command::Delete`]).
+    pub async fn delete(&self) -> Result<SessionMeta, SessionError> {
+        self.call(|reply| Command::Delete { reply }).await?
     }
 
     /// True when the actor is gone (evicted or failed).

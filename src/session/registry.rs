@@ -10,6 +10,7 @@ use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use super::actor::Actor;
 use super::{IncomingEvent, IngestOutcome, SessionError, SessionHandle, Subscription};
@@ -43,6 +44,7 @@ pub(super) struct RegistryInner {
     pub sessions: DashMap<Arc<str>, SessionHandle>,
     pub ctx: Arc<ActorCtx>,
     next_generation: AtomicU64,
+    tasks: TaskTracker,
 }
 
 /// Finds or starts session actors.
@@ -79,6 +81,7 @@ impl Registry {
                     shutdown,
                 }),
                 next_generation: AtomicU64::new(1),
+                tasks: TaskTracker::new(),
             }),
         }
     }
@@ -86,6 +89,21 @@ impl Registry {
     /// The store behind the registry.
     pub fn store(&self) -> &SharedLog {
         &self.inner.ctx.store
+    }
+
+    /// Spawn a background task that shutdown waits for (e.g. the sweep).
+    pub fn spawn_task<F>(&self, f: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.inner.tasks.spawn(f);
+    }
+
+    /// After shutdown was signalled: wait until every actor (and task) has
+    /// finished, so that nothing holds the store any more.
+    pub async fn wait_stopped(&self) {
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
     }
 
     /// Number of live session actors.
@@ -130,7 +148,7 @@ impl Registry {
             rx,
             feed,
         };
-        tokio::spawn(actor.run());
+        self.inner.tasks.spawn(actor.run());
         SessionHandle { id, generation, tx }
     }
 
@@ -183,6 +201,23 @@ impl Registry {
             async move { h.subscribe(cursor, epoch).await }
         })
         .await
+    }
+
+    /// Delete a session through its actor, so that live subscribers and the
+    /// projection start over together.
+    pub async fn delete(&self, id: &str) -> Result<SessionMeta, SessionError> {
+        self.with_retry(id, |h| async move { h.delete().await })
+            .await
+    }
+
+    /// Delete sessions whose last event is older than `before_ms` (the
+    /// retention sweep). Returns how many were deleted.
+    pub async fn expire(&self, before_ms: u64) -> Result<usize, SessionError> {
+        let ids = self.store().expired(before_ms, 1000).await?;
+        for id in &ids {
+            self.delete(id).await?;
+        }
+        Ok(ids.len())
     }
 
     /// The current snapshot frame of a session.

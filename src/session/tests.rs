@@ -54,12 +54,26 @@ impl EventLog for Gate {
     async fn ready(&self) -> Result<(), StoreError> {
         Ok(())
     }
+    async fn delete(&self, s: &str) -> Result<SessionMeta, StoreError> {
+        self.inner.delete(s).await
+    }
+    async fn list(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, SessionMeta)>, StoreError> {
+        self.inner.list(after, limit).await
+    }
+    async fn expired(&self, before_ms: u64, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.inner.expired(before_ms, limit).await
+    }
 }
 
 fn gate(held: &str) -> Arc<Gate> {
     Arc::new(Gate {
         inner: MemoryLog::new(Retention {
             max_events_per_session: 10_000,
+            max_age_ms: None,
         }),
         held_session: held.to_string(),
         release: Notify::new(),
@@ -193,4 +207,47 @@ async fn a_failed_append_leaves_nothing_half_applied() {
         (4, 6),
         "the batch applies whole on retry"
     );
+}
+
+#[tokio::test]
+async fn delete_resets_live_subscribers_and_the_projection() {
+    let reg = registry(gate("none"), Duration::from_secs(60));
+    reg.ingest("s", events("a", 3)).await.unwrap();
+    let mut sub = reg.subscribe("s", Some(3), None).await.unwrap();
+    let tomb = reg.delete("s").await.unwrap();
+    assert_eq!((tomb.head, tomb.first), (3, 4));
+    let reset = sub.rx.recv().await.unwrap();
+    assert_eq!(reset.kind, crate::frame::FrameKind::Reset);
+    let snap = sub.rx.recv().await.unwrap();
+    assert_eq!(snap.cursor, Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&snap.json).unwrap();
+    assert_eq!(v["epoch"], tomb.epoch.as_str());
+    assert_eq!(v["state"]["messages"], serde_json::json!([]));
+    // The same ids are new again in the next incarnation; cursors go on.
+    let out = reg.ingest("s", events("a", 2)).await.unwrap();
+    assert_eq!((out.accepted, out.cursor), (2, 5));
+    // A stale cursor from before the deletion is expired: reset + snapshot.
+    let stale = reg.subscribe("s", Some(2), None).await.unwrap();
+    assert!(matches!(
+        stale.start,
+        Start::Fresh {
+            reset: Some("cursor_expired"),
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
+async fn expiry_deletes_idle_sessions_only() {
+    let reg = registry(gate("none"), Duration::from_secs(60));
+    reg.ingest("old", events("a", 2)).await.unwrap();
+    assert_eq!(
+        reg.expire(1).await.unwrap(),
+        0,
+        "nothing older than the epoch start"
+    );
+    assert_eq!(reg.expire(u64::MAX).await.unwrap(), 1);
+    let (meta, _) = reg.snapshot("old").await.unwrap();
+    assert!(meta.deleted);
+    assert!(reg.store().list(None, 10).await.unwrap().is_empty());
 }

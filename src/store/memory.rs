@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use dashmap::DashMap;
 
 use super::{
-    trim_to, AppendBatch, Checkpoint, EventLog, Retention, SessionMeta, StoreError, StoredEvent,
+    age_trim_to, check_cursors, now_ms, trim_to, AppendBatch, Checkpoint, EventLog, Retention,
+    SessionMeta, StoreError, StoredEvent,
 };
 
 #[derive(Debug)]
@@ -16,6 +17,27 @@ struct MemSession {
     events: VecDeque<StoredEvent>,
     ids: HashMap<String, u64>,
     checkpoint: Option<Checkpoint>,
+}
+
+impl MemSession {
+    fn new() -> Self {
+        MemSession {
+            meta: SessionMeta::new_epoch(),
+            events: VecDeque::new(),
+            ids: HashMap::new(),
+            checkpoint: None,
+        }
+    }
+
+    /// Drop events up to `upto` (inclusive) from the front.
+    fn trim(&mut self, upto: u64) {
+        while self.events.front().is_some_and(|e| e.cursor <= upto) {
+            if let Some(old) = self.events.pop_front() {
+                self.ids.remove(&old.event_id);
+            }
+        }
+        self.meta.first = self.meta.first.max(upto + 1);
+    }
 }
 
 /// The memory backend.
@@ -37,12 +59,7 @@ impl MemoryLog {
     fn session(&self, id: &str) -> dashmap::mapref::one::RefMut<'_, String, MemSession> {
         self.sessions
             .entry(id.to_string())
-            .or_insert_with(|| MemSession {
-                meta: SessionMeta::new_epoch(),
-                events: VecDeque::new(),
-                ids: HashMap::new(),
-                checkpoint: None,
-            })
+            .or_insert_with(MemSession::new)
     }
 }
 
@@ -58,17 +75,9 @@ impl EventLog for MemoryLog {
 
     async fn append(&self, session: &str, batch: AppendBatch) -> Result<SessionMeta, StoreError> {
         let mut s = self.session(session);
-        for (expected, e) in (s.meta.head + 1..).zip(&batch.events) {
-            if e.cursor != expected {
-                return Err(StoreError::Conflict {
-                    session: session.to_string(),
-                    expected,
-                    got: e.cursor,
-                });
-            }
-        }
+        check_cursors(session, &s.meta, &batch)?;
+        s.meta = s.meta.appended(&batch);
         for e in batch.events {
-            s.meta.head = e.cursor;
             s.ids.insert(e.event_id.clone(), e.cursor);
             s.events.push_back(e);
         }
@@ -77,12 +86,14 @@ impl EventLog for MemoryLog {
         }
         let cp_cursor = s.checkpoint.as_ref().map(|c| c.cursor);
         if let Some(upto) = trim_to(&s.meta, cp_cursor, self.retention) {
-            while s.events.front().is_some_and(|e| e.cursor <= upto) {
-                if let Some(old) = s.events.pop_front() {
-                    s.ids.remove(&old.event_id);
-                }
+            s.trim(upto);
+        }
+        if let Some(age) = self.retention.max_age_ms {
+            let before = now_ms().saturating_sub(age);
+            let oldest = s.events.iter().map(|e| (e.cursor, e.received_ms));
+            if let Some(upto) = age_trim_to(cp_cursor, before, oldest) {
+                s.trim(upto);
             }
-            s.meta.first = upto + 1;
         }
         Ok(s.meta.clone())
     }
@@ -122,6 +133,44 @@ impl EventLog for MemoryLog {
     async fn ready(&self) -> Result<(), StoreError> {
         Ok(())
     }
+
+    async fn delete(&self, session: &str) -> Result<SessionMeta, StoreError> {
+        let mut s = self.session(session);
+        let tomb = s.meta.tombstone(now_ms());
+        *s = MemSession {
+            meta: tomb.clone(),
+            ..MemSession::new()
+        };
+        Ok(tomb)
+    }
+
+    async fn list(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, SessionMeta)>, StoreError> {
+        let mut out: Vec<(String, SessionMeta)> = self
+            .sessions
+            .iter()
+            .filter(|e| !e.meta.deleted && after.is_none_or(|a| e.key().as_str() > a))
+            .map(|e| (e.key().clone(), e.meta.clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    async fn expired(&self, before_ms: u64, limit: usize) -> Result<Vec<String>, StoreError> {
+        let mut out: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|e| !e.meta.deleted && e.meta.head > 0 && e.meta.updated_ms < before_ms)
+            .map(|e| e.key().clone())
+            .collect();
+        out.sort();
+        out.truncate(limit);
+        Ok(out)
+    }
 }
 
 #[cfg(test)]
@@ -130,13 +179,34 @@ pub(crate) mod tests {
     use crate::store::SharedLog;
     use bytes::Bytes;
 
+    /// A stored event received "now".
     pub(crate) fn ev(cursor: u64) -> StoredEvent {
+        ev_at(cursor, now_ms())
+    }
+
+    pub(crate) fn ev_at(cursor: u64, received_ms: u64) -> StoredEvent {
         StoredEvent {
             cursor,
             event_id: format!("e{cursor}"),
+            received_ms,
             fact: Bytes::from(format!("{{\"c\":{cursor}}}")),
             frame: Bytes::from(format!("{{\"cursor\":{cursor}}}")),
         }
+    }
+
+    pub(crate) fn batch(events: Vec<StoredEvent>, checkpoint: Option<Checkpoint>) -> AppendBatch {
+        AppendBatch {
+            events,
+            checkpoint,
+            status: Some("running".into()),
+        }
+    }
+
+    fn cp(cursor: u64) -> Option<Checkpoint> {
+        Some(Checkpoint {
+            cursor,
+            state: Bytes::from_static(b"{}"),
+        })
     }
 
     /// The contract every backend must keep.
@@ -148,29 +218,24 @@ pub(crate) mod tests {
         let meta2 = log.open("s").await.unwrap();
         assert_eq!(meta.epoch, meta2.epoch, "epoch is stable");
         let m = log
-            .append(
-                "s",
-                AppendBatch {
-                    events: (1..=5).map(ev).collect(),
-                    checkpoint: None,
-                },
-            )
+            .append("s", batch((1..=5).map(ev).collect(), None))
             .await
             .unwrap();
         assert_eq!(m.head, 5);
-        let err = log
-            .append(
-                "s",
-                AppendBatch {
-                    events: vec![ev(7)],
-                    checkpoint: None,
-                },
-            )
-            .await;
+        assert_eq!(m.status.as_deref(), Some("running"));
+        assert!(m.updated_ms > 0);
+        let err = log.append("s", batch(vec![ev(7)], None)).await;
         assert!(matches!(err, Err(StoreError::Conflict { .. })));
+        assert_eq!(
+            log.meta("s").await.unwrap().unwrap().head,
+            5,
+            "a conflict writes nothing"
+        );
         let got = log.read("s", 2, 2).await.unwrap();
         assert_eq!(got.iter().map(|e| e.cursor).collect::<Vec<_>>(), vec![3, 4]);
-        assert_eq!(got[0], ev(3));
+        assert_eq!(got[0].event_id, "e3");
+        assert_eq!(got[0].fact, ev(3).fact);
+        assert_eq!(got[0].frame, ev(3).frame);
         assert!(log.read("s", 5, 10).await.unwrap().is_empty());
         assert!(log.read("other", 0, 10).await.unwrap().is_empty());
         let ids = log
@@ -179,34 +244,66 @@ pub(crate) mod tests {
             .unwrap();
         assert_eq!(ids, vec![Some(2), None]);
         assert!(log.checkpoint("s").await.unwrap().is_none());
-        log.append(
-            "s",
-            AppendBatch {
-                events: vec![ev(6)],
-                checkpoint: Some(Checkpoint {
-                    cursor: 6,
-                    state: Bytes::from_static(b"{}"),
-                }),
-            },
-        )
-        .await
-        .unwrap();
+        log.append("s", batch(vec![ev(6)], cp(6))).await.unwrap();
         assert_eq!(log.checkpoint("s").await.unwrap().unwrap().cursor, 6);
         log.ready().await.unwrap();
+
+        // Listing: by id, paged, live sessions only.
+        log.append("a", batch(vec![ev(1)], None)).await.unwrap();
+        log.append("b", batch(vec![ev(1)], None)).await.unwrap();
+        let ids =
+            |l: Vec<(String, SessionMeta)>| l.into_iter().map(|(id, _)| id).collect::<Vec<_>>();
+        assert_eq!(ids(log.list(None, 10).await.unwrap()), ["a", "b", "s"]);
+        assert_eq!(ids(log.list(Some("a"), 1).await.unwrap()), ["b"]);
+
+        // Deletion: a tombstone with a new epoch; cursors continue; space reclaimed.
+        let before = log.meta("s").await.unwrap().unwrap();
+        let tomb = log.delete("s").await.unwrap();
+        assert!(tomb.deleted);
+        assert_ne!(tomb.epoch, before.epoch);
+        assert_eq!((tomb.head, tomb.first), (6, 7));
+        assert!(log.read("s", 0, 100).await.unwrap().is_empty());
+        assert!(log.checkpoint("s").await.unwrap().is_none());
+        assert_eq!(
+            log.lookup_ids("s", &["e2".into()]).await.unwrap(),
+            vec![None]
+        );
+        assert_eq!(ids(log.list(None, 10).await.unwrap()), ["a", "b"]);
+        assert_eq!(
+            log.open("s").await.unwrap(),
+            tomb,
+            "open keeps the tombstone"
+        );
+        let revived = log.append("s", batch(vec![ev(7)], None)).await.unwrap();
+        assert_eq!(
+            (revived.head, revived.first, revived.deleted),
+            (7, 7, false)
+        );
+        assert_eq!(revived.epoch, tomb.epoch);
+        assert_eq!(ids(log.list(None, 10).await.unwrap()), ["a", "b", "s"]);
+
+        // Expiry candidates: live sessions idle since before a cutoff.
+        log.append("old", batch(vec![ev_at(1, 1_000)], None))
+            .await
+            .unwrap();
+        assert_eq!(log.expired(2_000, 10).await.unwrap(), ["old"]);
+        let mut all = log.expired(u64::MAX, 10).await.unwrap();
+        all.sort();
+        assert_eq!(all, ["a", "b", "old", "s"]);
     }
 
     #[tokio::test]
     async fn memory_keeps_the_contract() {
         contract(std::sync::Arc::new(MemoryLog::new(Retention {
             max_events_per_session: 1000,
+            max_age_ms: None,
         })))
         .await;
     }
 
     /// Retention every backend must keep, for a log with
-    /// `max_events_per_session = 3`.
+    /// `max_events_per_session = 3` and a one-hour age limit.
     pub(crate) async fn retention(log: SharedLog) {
-        let batch = |events: Vec<StoredEvent>, checkpoint| AppendBatch { events, checkpoint };
         log.append("s", batch((1..=5).map(ev).collect(), None))
             .await
             .unwrap();
@@ -215,11 +312,7 @@ pub(crate) mod tests {
             5,
             "no checkpoint, no trim"
         );
-        let cp = Checkpoint {
-            cursor: 6,
-            state: Bytes::new(),
-        };
-        let m = log.append("s", batch(vec![ev(6)], Some(cp))).await.unwrap();
+        let m = log.append("s", batch(vec![ev(6)], cp(6))).await.unwrap();
         assert_eq!(m.first, 4);
         assert_eq!(log.meta("s").await.unwrap().unwrap().first, 4);
         let got = log.read("s", 0, 100).await.unwrap();
@@ -232,12 +325,22 @@ pub(crate) mod tests {
             vec![None, Some(5)],
             "trimmed ids leave the idempotency index"
         );
+        // By age: events received two hours ago go once a checkpoint covers them.
+        let old = now_ms() - 2 * 3_600_000;
+        log.append("t", batch(vec![ev_at(1, old), ev_at(2, old)], None))
+            .await
+            .unwrap();
+        assert_eq!(log.read("t", 0, 10).await.unwrap().len(), 2);
+        let m = log.append("t", batch(vec![ev(3)], cp(2))).await.unwrap();
+        assert_eq!(m.first, 3);
+        assert_eq!(log.read("t", 0, 10).await.unwrap()[0].cursor, 3);
     }
 
     #[tokio::test]
     async fn memory_keeps_retention() {
         retention(std::sync::Arc::new(MemoryLog::new(Retention {
             max_events_per_session: 3,
+            max_age_ms: Some(3_600_000),
         })))
         .await;
     }

@@ -1,6 +1,7 @@
 //! The per-session event log: the [`EventLog`] trait every backend
 //! implements (append a batch durably, read a range, head, epoch, dedupe
-//! lookup, checkpoints), and the backends: [`memory`] and [`embedded`] (redb).
+//! lookup, checkpoints, retention, tombstones, listing), and the backends:
+//! [`memory`] and [`embedded`] (redb with group commit).
 
 pub mod embedded;
 pub mod memory;
@@ -17,6 +18,8 @@ use serde::{Deserialize, Serialize};
 pub struct StoredEvent {
     pub cursor: u64,
     pub event_id: String,
+    /// Wall-clock milliseconds when the server accepted the event (retention by age).
+    pub received_ms: u64,
     pub fact: Bytes,
     pub frame: Bytes,
 }
@@ -30,24 +33,78 @@ pub struct Checkpoint {
 
 /// Where a session's log stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SessionMeta {
-    /// Changes whenever the log is recreated; cursors of another epoch are void.
+    /// Changes whenever the log is recreated (first use, deletion); cursors
+    /// of another epoch are void.
     pub epoch: String,
-    /// Cursor of the last appended event (0 when none).
+    /// Cursor of the last appended event (0 when none). Cursors continue
+    /// across a deletion, so a stale client's cursor falls before `first`.
     pub head: u64,
     /// First cursor still retained (`head + 1` when nothing is retained).
     pub first: u64,
+    /// Runtime status of the projection after the last append.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Wall-clock milliseconds of the last append (0 when none).
+    #[serde(default)]
+    pub updated_ms: u64,
+    /// A tombstone: the session was deleted; its log is gone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
 }
 
 impl SessionMeta {
     /// A fresh, empty log.
     pub fn new_epoch() -> Self {
         SessionMeta {
-            epoch: uuid::Uuid::new_v4().simple().to_string()[..16].to_string(),
+            epoch: new_epoch_id(),
             head: 0,
             first: 1,
+            status: None,
+            updated_ms: 0,
+            deleted: false,
         }
     }
+
+    /// The tombstone that replaces this session on deletion: a new epoch,
+    /// the same head, nothing retained.
+    pub fn tombstone(&self, now_ms: u64) -> Self {
+        SessionMeta {
+            epoch: new_epoch_id(),
+            head: self.head,
+            first: self.head + 1,
+            status: None,
+            updated_ms: now_ms,
+            deleted: true,
+        }
+    }
+
+    /// The meta after appending `batch` (cursors already checked).
+    pub fn appended(&self, batch: &AppendBatch) -> Self {
+        let mut m = self.clone();
+        if let Some(last) = batch.events.last() {
+            m.head = last.cursor;
+            m.updated_ms = m.updated_ms.max(last.received_ms);
+        }
+        if batch.status.is_some() {
+            m.status = batch.status.clone();
+        }
+        m.deleted = false;
+        m
+    }
+}
+
+fn new_epoch_id() -> String {
+    uuid::Uuid::new_v4().simple().to_string()[..16].to_string()
+}
+
+/// Wall-clock milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// One atomic append: events with consecutive cursors after the head, and
@@ -56,6 +113,26 @@ impl SessionMeta {
 pub struct AppendBatch {
     pub events: Vec<StoredEvent>,
     pub checkpoint: Option<Checkpoint>,
+    /// Runtime status of the projection after this batch (for listings).
+    pub status: Option<String>,
+}
+
+/// Check that a batch continues the log: cursors `head + 1 ..` in order.
+pub fn check_cursors(
+    session: &str,
+    meta: &SessionMeta,
+    batch: &AppendBatch,
+) -> Result<(), StoreError> {
+    for (expected, e) in (meta.head + 1..).zip(&batch.events) {
+        if e.cursor != expected {
+            return Err(StoreError::Conflict {
+                session: session.to_string(),
+                expected,
+                got: e.cursor,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A store failure. Ingest answers 503; reads answer 503 too.
@@ -77,6 +154,8 @@ pub enum StoreError {
     },
     #[error("corrupt record in session {session}: {detail}")]
     Corrupt { session: String, detail: String },
+    #[error("store is full: {0}")]
+    Full(String),
 }
 
 /// The per-session log. Implementations must be safe for concurrent use by
@@ -113,6 +192,20 @@ pub trait EventLog: Send + Sync + 'static {
 
     /// True when the store can take writes (readiness).
     async fn ready(&self) -> Result<(), StoreError>;
+
+    /// Delete a session: its events, ids and checkpoint go (space is
+    /// reclaimed) and a tombstone meta stays (see [`SessionMeta::tombstone`]).
+    async fn delete(&self, session: &str) -> Result<SessionMeta, StoreError>;
+
+    /// Live (not deleted) sessions with ids greater than `after`, by id.
+    async fn list(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, SessionMeta)>, StoreError>;
+
+    /// Up to `limit` live sessions whose last append is older than `before_ms`.
+    async fn expired(&self, before_ms: u64, limit: usize) -> Result<Vec<String>, StoreError>;
 }
 
 /// A shared store handle.
@@ -123,11 +216,14 @@ pub type SharedLog = Arc<dyn EventLog>;
 pub struct Retention {
     /// Events kept per session; older ones are trimmed once a checkpoint covers them.
     pub max_events_per_session: u64,
+    /// Events received longer ago than this are trimmed once a checkpoint
+    /// covers them (`None`: no age limit).
+    pub max_age_ms: Option<u64>,
 }
 
-/// The cursor up to which a session may be trimmed, given its meta after an
-/// append and its latest checkpoint cursor: never past the checkpoint, so a
-/// cold session can always be rebuilt.
+/// The cursor up to which a session may be trimmed by count, given its meta
+/// after an append and its latest checkpoint cursor: never past the
+/// checkpoint, so a cold session can always be rebuilt.
 pub fn trim_to(meta: &SessionMeta, checkpoint: Option<u64>, retention: Retention) -> Option<u64> {
     let keep_from = meta
         .head
@@ -135,6 +231,25 @@ pub fn trim_to(meta: &SessionMeta, checkpoint: Option<u64>, retention: Retention
         .saturating_add(1);
     let limit = checkpoint?.saturating_add(1).min(keep_from);
     (limit > meta.first).then(|| limit - 1)
+}
+
+/// Where age trimming may go: events received before `before_ms` up to the
+/// checkpoint. `oldest` yields `(cursor, received_ms)` from the first
+/// retained event on; returns the last cursor to trim.
+pub fn age_trim_to(
+    checkpoint: Option<u64>,
+    before_ms: u64,
+    oldest: impl Iterator<Item = (u64, u64)>,
+) -> Option<u64> {
+    let cp = checkpoint?;
+    let mut upto = None;
+    for (cursor, received) in oldest {
+        if cursor > cp || received >= before_ms {
+            break;
+        }
+        upto = Some(cursor);
+    }
+    upto
 }
 
 #[cfg(test)]
@@ -145,16 +260,36 @@ mod tests {
     fn trims_only_behind_checkpoint_and_retention() {
         let r = Retention {
             max_events_per_session: 10,
+            max_age_ms: None,
         };
         let meta = SessionMeta {
-            epoch: "e".into(),
             head: 25,
-            first: 1,
+            ..SessionMeta::new_epoch()
         };
         assert_eq!(trim_to(&meta, None, r), None, "no checkpoint: keep all");
         assert_eq!(trim_to(&meta, Some(20), r), Some(15));
         assert_eq!(trim_to(&meta, Some(5), r), Some(5));
         let trimmed = SessionMeta { first: 16, ..meta };
         assert_eq!(trim_to(&trimmed, Some(20), r), None);
+    }
+
+    #[test]
+    fn age_trims_only_old_events_behind_the_checkpoint() {
+        let ev = [(1, 10), (2, 20), (3, 30), (4, 40)];
+        assert_eq!(age_trim_to(None, 100, ev.into_iter()), None);
+        assert_eq!(age_trim_to(Some(4), 25, ev.into_iter()), Some(2));
+        assert_eq!(age_trim_to(Some(1), 100, ev.into_iter()), Some(1));
+        assert_eq!(age_trim_to(Some(4), 5, ev.into_iter()), None);
+    }
+
+    #[test]
+    fn tombstones_keep_cursors_moving_forward() {
+        let m = SessionMeta {
+            head: 9,
+            ..SessionMeta::new_epoch()
+        };
+        let t = m.tombstone(5);
+        assert_eq!((t.head, t.first, t.deleted), (9, 10, true));
+        assert_ne!(t.epoch, m.epoch);
     }
 }

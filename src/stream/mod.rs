@@ -150,6 +150,16 @@ impl Subscriber {
                         continue;
                     };
                     match rx.recv().await {
+                        Ok(f) if f.kind != FrameKind::Delta => {
+                            // The session was deleted: reset, then its new
+                            // snapshot, from which the stream goes on.
+                            match f.cursor {
+                                Some(c) => self.last = c,
+                                // A new epoch began; resume by cursor from here on.
+                                None => self.epoch = None,
+                            }
+                            return Some(f);
+                        }
                         Ok(f) => {
                             let c = f.cursor.unwrap_or(0);
                             if c <= self.last {

@@ -763,3 +763,72 @@ async fn both_envelopes_project_into_one_session() {
         "unknown class never in the transcript"
     );
 }
+
+#[tokio::test]
+async fn sessions_are_listed_paged_and_deleted_with_a_tombstone() {
+    let dir = tempdir("lifecycle");
+    let srv = TestServer::builder().embedded(dir.clone()).start().await;
+    for s in ["a", "b", "c"] {
+        srv.post(s, &text_tool_text()).await;
+    }
+    let (status, page) = srv.get_json("/v1/sessions?limit=2").await;
+    assert_eq!(status, 200);
+    let ids: Vec<&str> = page["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert_eq!(page["nextAfter"], "b");
+    assert_eq!(page["sessions"][0]["head"], 8);
+    assert_eq!(page["sessions"][0]["status"], "completed");
+    assert!(page["sessions"][0]["updatedAt"]
+        .as_str()
+        .unwrap()
+        .ends_with('Z'));
+    let (_, rest) = srv.get_json("/v1/sessions?after=b").await;
+    assert_eq!(rest["sessions"][0]["sessionId"], "c");
+    assert!(rest.get("nextAfter").is_none());
+
+    // A live subscriber of "b" sees reset + an empty snapshot on deletion.
+    let mut live = srv.sse("b", "?cursor=8", None).await;
+    let r = srv
+        .http
+        .delete(srv.url("/v1/sessions/b"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let del: Value = r.json().await.unwrap();
+    assert_eq!(del["head"], 8);
+    let reset = live.next().await.unwrap();
+    assert_eq!(
+        (reset.event.as_str(), reset.data["reason"].as_str()),
+        ("reset", Some("session_deleted"))
+    );
+    let snap = live.next().await.unwrap();
+    assert_eq!(snap.event, "snapshot");
+    assert_eq!(snap.data["state"]["messages"], json!([]));
+    assert_eq!(snap.data["epoch"], del["epoch"]);
+    // Listing skips it; its log is gone; a stale client is reset.
+    let (_, all) = srv.get_json("/v1/sessions").await;
+    let ids: Vec<&str> = all["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["a", "c"]);
+    let (_, log) = srv.get_json("/v1/sessions/b/events").await;
+    assert_eq!(log["events"], json!([]));
+    let mut stale = srv.sse("b", "", Some(5)).await;
+    assert_eq!(stale.next().await.unwrap().data["reason"], "cursor_expired");
+    // The session lives again with cursors after the tombstone.
+    let (_, out) = srv.post("b", &text_tool_text()).await;
+    assert_eq!(
+        (out["accepted"].as_u64(), out["cursor"].as_u64()),
+        (Some(8), Some(16))
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

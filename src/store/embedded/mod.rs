@@ -1,0 +1,457 @@
+//! Durable embedded event log on redb: one database file under the data
+//! dir. Every write goes through the group-commit [`writer`] thread and is
+//! durable (fsync) before it is acknowledged; reads are MVCC read
+//! transactions on tokio's blocking pool and never wait for writes.
+
+mod codec;
+mod writer;
+
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use redb::{Database, ReadableTable, TableDefinition};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{AppendBatch, Checkpoint, EventLog, Retention, SessionMeta, StoreError, StoredEvent};
+use writer::{Job, Writer};
+
+const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
+const IDS: TableDefinition<(&str, &str), u64> = TableDefinition::new("event_ids");
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
+const CHECKPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("checkpoints");
+const FORMAT: TableDefinition<&str, u64> = TableDefinition::new("format");
+
+/// The file name of the database inside the data dir.
+pub const DB_FILE: &str = "projector.redb";
+/// The layout version this build writes and reads.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// Settings of the embedded store.
+#[derive(Debug, Clone, Copy)]
+pub struct EmbeddedOptions {
+    pub retention: Retention,
+    /// Appends are refused with 503 `store_full` below this much free space.
+    pub min_free_bytes: u64,
+}
+
+/// The redb backend.
+pub struct EmbeddedLog {
+    db: Arc<Database>,
+    path: PathBuf,
+    jobs: mpsc::Sender<Job>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for EmbeddedLog {
+    /// Close the job channel and wait for the writer to finish its last
+    /// group, so that the file is closed when the store is gone.
+    fn drop(&mut self) {
+        let (closed, _) = mpsc::channel(1);
+        drop(std::mem::replace(&mut self.jobs, closed));
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for EmbeddedLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedLog")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl EmbeddedLog {
+    /// Open or create the database in `dir` and start its writer thread. A
+    /// file that is not a readable redb database of a known layout is an
+    /// error naming the file; it is never overwritten.
+    pub fn open(dir: &Path, opts: EmbeddedOptions) -> Result<Self, StoreError> {
+        let path = dir.join(DB_FILE);
+        let wrap = |e: Box<dyn std::error::Error + Send + Sync>| StoreError::Embedded {
+            path: path.display().to_string(),
+            source: e,
+        };
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Embedded {
+            path: dir.display().to_string(),
+            source: Box::new(e),
+        })?;
+        let db = Database::create(&path).map_err(|e| wrap(Box::new(e)))?;
+        let txn = db.begin_write().map_err(|e| wrap(Box::new(e)))?;
+        {
+            txn.open_table(EVENTS).map_err(|e| wrap(Box::new(e)))?;
+            txn.open_table(IDS).map_err(|e| wrap(Box::new(e)))?;
+            txn.open_table(META).map_err(|e| wrap(Box::new(e)))?;
+            txn.open_table(CHECKPOINTS).map_err(|e| wrap(Box::new(e)))?;
+            let mut fmt = txn.open_table(FORMAT).map_err(|e| wrap(Box::new(e)))?;
+            let found = fmt
+                .get("version")
+                .map_err(|e| wrap(Box::new(e)))?
+                .map(|v| v.value());
+            match found {
+                None => {
+                    fmt.insert("version", FORMAT_VERSION)
+                        .map_err(|e| wrap(Box::new(e)))?;
+                }
+                Some(FORMAT_VERSION) => {}
+                Some(other) => {
+                    return Err(wrap(
+                        format!(
+                            "store layout version {other} is not supported by this build (expects {FORMAT_VERSION})"
+                        )
+                        .into(),
+                    ))
+                }
+            }
+        }
+        txn.commit().map_err(|e| wrap(Box::new(e)))?;
+        let db = Arc::new(db);
+        let (jobs, rx) = mpsc::channel(4096);
+        let writer = Writer {
+            db: db.clone(),
+            path: path.clone(),
+            dir: dir.to_path_buf(),
+            retention: opts.retention,
+            min_free_bytes: opts.min_free_bytes,
+        };
+        let writer = std::thread::Builder::new()
+            .name("projector-store-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| wrap(Box::new(e)))?;
+        Ok(EmbeddedLog {
+            db,
+            path,
+            jobs,
+            writer: Some(writer),
+        })
+    }
+
+    async fn submit(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<SessionMeta, StoreError>>) -> Job,
+    ) -> Result<SessionMeta, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        let stopped = || StoreError::Unavailable("the store writer has stopped".into());
+        self.jobs.send(make(reply)).await.map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
+    }
+
+    /// Run a read on the blocking pool with a read transaction.
+    async fn read_txn<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&redb::ReadTransaction) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let db = self.db.clone();
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let r = db.begin_read().map_err(|e| StoreError::Embedded {
+                path: path.display().to_string(),
+                source: Box::new(e),
+            })?;
+            f(&r)
+        })
+        .await
+        .map_err(|e| StoreError::Unavailable(format!("store read task failed: {e}")))?
+    }
+}
+
+/// Map any redb error of a read to a store error naming the file.
+fn rerr(path: &Path) -> impl Fn(redb::Error) -> StoreError + '_ {
+    move |e| StoreError::Embedded {
+        path: path.display().to_string(),
+        source: Box::new(e),
+    }
+}
+
+#[async_trait]
+impl EventLog for EmbeddedLog {
+    async fn open(&self, session: &str) -> Result<SessionMeta, StoreError> {
+        if let Some(m) = self.meta(session).await? {
+            return Ok(m);
+        }
+        let session = session.to_string();
+        self.submit(|reply| Job::Open { session, reply }).await
+    }
+
+    async fn meta(&self, session: &str) -> Result<Option<SessionMeta>, StoreError> {
+        let session = session.to_string();
+        let path = self.path.clone();
+        self.read_txn(move |r| {
+            let t = r.open_table(META).map_err(|e| rerr(&path)(e.into()))?;
+            let Some(raw) = t.get(session.as_str()).map_err(|e| rerr(&path)(e.into()))? else {
+                return Ok(None);
+            };
+            codec::decode_meta(&session, raw.value()).map(Some)
+        })
+        .await
+    }
+
+    async fn append(&self, session: &str, batch: AppendBatch) -> Result<SessionMeta, StoreError> {
+        let session = session.to_string();
+        self.submit(|reply| Job::Append {
+            session,
+            batch,
+            reply,
+        })
+        .await
+    }
+
+    async fn read(
+        &self,
+        session: &str,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let session = session.to_string();
+        let path = self.path.clone();
+        self.read_txn(move |r| {
+            let t = r.open_table(EVENTS).map_err(|e| rerr(&path)(e.into()))?;
+            let start = after.saturating_add(1);
+            let mut out = Vec::new();
+            for item in t
+                .range((session.as_str(), start)..=(session.as_str(), u64::MAX))
+                .map_err(|e| rerr(&path)(e.into()))?
+                .take(limit)
+            {
+                let (k, v) = item.map_err(|e| rerr(&path)(e.into()))?;
+                out.push(codec::decode_event(&session, k.value().1, v.value())?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn lookup_ids(
+        &self,
+        session: &str,
+        ids: &[String],
+    ) -> Result<Vec<Option<u64>>, StoreError> {
+        let session = session.to_string();
+        let ids = ids.to_vec();
+        let path = self.path.clone();
+        self.read_txn(move |r| {
+            let t = r.open_table(IDS).map_err(|e| rerr(&path)(e.into()))?;
+            ids.iter()
+                .map(|id| {
+                    t.get((session.as_str(), id.as_str()))
+                        .map(|v| v.map(|v| v.value()))
+                        .map_err(|e| rerr(&path)(e.into()))
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn checkpoint(&self, session: &str) -> Result<Option<Checkpoint>, StoreError> {
+        let session = session.to_string();
+        let path = self.path.clone();
+        self.read_txn(move |r| {
+            let t = r
+                .open_table(CHECKPOINTS)
+                .map_err(|e| rerr(&path)(e.into()))?;
+            let Some(v) = t.get(session.as_str()).map_err(|e| rerr(&path)(e.into()))? else {
+                return Ok(None);
+            };
+            codec::decode_checkpoint(&session, v.value()).map(Some)
+        })
+        .await
+    }
+
+    async fn ready(&self) -> Result<(), StoreError> {
+        if self.jobs.is_closed() {
+            return Err(StoreError::Unavailable(
+                "the store writer has stopped".into(),
+            ));
+        }
+        self.read_txn(|_| Ok(())).await
+    }
+
+    async fn delete(&self, session: &str) -> Result<SessionMeta, StoreError> {
+        let session = session.to_string();
+        self.submit(|reply| Job::Delete { session, reply }).await
+    }
+
+    async fn list(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, SessionMeta)>, StoreError> {
+        let after = after.map(str::to_string);
+        let path = self.path.clone();
+        self.read_txn(move |r| {
+            let t = r.open_table(META).map_err(|e| rerr(&path)(e.into()))?;
+            let lower = match &after {
+                Some(a) => Bound::Excluded(a.as_str()),
+                None => Bound::Unbounded,
+            };
+            let mut out = Vec::new();
+            for item in t
+                .range::<&str>((lower, Bound::Unbounded))
+                .map_err(|e| rerr(&path)(e.into()))?
+            {
+                let (k, v) = item.map_err(|e| rerr(&path)(e.into()))?;
+                let meta = codec::decode_meta(k.value(), v.value())?;
+                if !meta.deleted {
+                    out.push((k.value().to_string(), meta));
+                    if out.len() >= limit {
+                        break;
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn expired(&self, before_ms: u64, limit: usize) -> Result<Vec<String>, StoreError> {
+        let path = self.path.clone();
+        self.read_txn(move |r| {
+            let t = r.open_table(META).map_err(|e| rerr(&path)(e.into()))?;
+            let mut out = Vec::new();
+            for item in t.iter().map_err(|e| rerr(&path)(e.into()))? {
+                let (k, v) = item.map_err(|e| rerr(&path)(e.into()))?;
+                let meta = codec::decode_meta(k.value(), v.value())?;
+                if !meta.deleted && meta.head > 0 && meta.updated_ms < before_ms {
+                    out.push(k.value().to_string());
+                    if out.len() >= limit {
+                        break;
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::memory::tests::{batch, contract, ev, retention as retention_contract};
+
+    fn opts(max_events: u64) -> EmbeddedOptions {
+        EmbeddedOptions {
+            retention: Retention {
+                max_events_per_session: max_events,
+                max_age_ms: Some(3_600_000),
+            },
+            min_free_bytes: 0,
+        }
+    }
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!(
+            "projector-test-{name}-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[tokio::test]
+    async fn embedded_keeps_the_contract() {
+        let dir = tmpdir("contract");
+        contract(Arc::new(EmbeddedLog::open(&dir, opts(1000)).unwrap())).await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn embedded_keeps_retention() {
+        let dir = tmpdir("retention");
+        retention_contract(Arc::new(EmbeddedLog::open(&dir, opts(3)).unwrap())).await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn survives_reopen() {
+        let dir = tmpdir("reopen");
+        let epoch = {
+            let log = EmbeddedLog::open(&dir, opts(1000)).unwrap();
+            let m = log.open("s").await.unwrap();
+            log.append("s", batch((1..=3).map(ev).collect(), None))
+                .await
+                .unwrap();
+            m.epoch
+        };
+        let log = EmbeddedLog::open(&dir, opts(1000)).unwrap();
+        let m = log.open("s").await.unwrap();
+        assert_eq!((m.epoch, m.head), (epoch, 3));
+        assert_eq!(log.read("s", 0, 10).await.unwrap()[2].event_id, "e3");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn concurrent_appends_share_commits_and_all_land() {
+        let dir = tmpdir("group");
+        let log = Arc::new(EmbeddedLog::open(&dir, opts(100_000)).unwrap());
+        let mut tasks = Vec::new();
+        for w in 0..32 {
+            let log = log.clone();
+            tasks.push(tokio::spawn(async move {
+                let s = format!("s{w}");
+                for c in 1..=20u64 {
+                    log.append(&s, batch(vec![ev(c)], None)).await.unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        for w in 0..32 {
+            let got = log.read(&format!("s{w}"), 0, 100).await.unwrap();
+            assert_eq!(got.len(), 20);
+            assert!(got.iter().zip(1..).all(|(e, c)| e.cursor == c));
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn refuses_appends_when_disk_space_is_short_but_keeps_reading() {
+        let dir = tmpdir("full");
+        {
+            let log = EmbeddedLog::open(&dir, opts(1000)).unwrap();
+            log.append("s", batch(vec![ev(1)], None)).await.unwrap();
+        }
+        let full = EmbeddedLog::open(
+            &dir,
+            EmbeddedOptions {
+                min_free_bytes: u64::MAX,
+                ..opts(1000)
+            },
+        )
+        .unwrap();
+        let err = full
+            .append("s", batch(vec![ev(2)], None))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Full(_)), "{err}");
+        assert_eq!(
+            full.read("s", 0, 10).await.unwrap().len(),
+            1,
+            "reads still work"
+        );
+        assert_eq!(
+            full.meta("s").await.unwrap().unwrap().head,
+            1,
+            "nothing written"
+        );
+        full.delete("s").await.unwrap();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn corrupt_file_is_a_clear_error() {
+        let dir = tmpdir("corrupt");
+        std::fs::write(dir.join(DB_FILE), b"this is not a redb file at all").unwrap();
+        let err = EmbeddedLog::open(&dir, opts(1000)).unwrap_err();
+        assert!(err.to_string().contains(DB_FILE), "{err}");
+        assert_eq!(
+            std::fs::read(dir.join(DB_FILE)).unwrap(),
+            b"this is not a redb file at all",
+            "never overwritten"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
