@@ -205,7 +205,7 @@ impl<'a> Ctx<'a> {
         let wanted = nonempty(self.f.ids.part_id.as_deref());
         let open = self
             .open_part(msg, kind)
-            .filter(|(id, _)| wanted.as_deref().map_or(true, |w| w == id));
+            .filter(|(id, _)| wanted.as_deref().is_none_or(|w| w == id));
         let id = match open {
             Some((id, _)) => id,
             None => {
