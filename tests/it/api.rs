@@ -655,39 +655,100 @@ async fn heartbeats_keep_idle_streams_alive() {
 
 #[tokio::test]
 async fn embedded_store_survives_restart_with_same_snapshot_and_cursors() {
-    let dir = tempdir("restart");
+    // Without checkpoints (full replay) and with a checkpoint every 3 events
+    // and trimming (checkpoint + tail).
+    for (checkpoint_every, retained) in [(1000, 100_000), (3, 6)] {
+        let dir = tempdir("restart");
+        let cfg = move |c: &mut agent_projector::config::Config| {
+            c.sessions.checkpoint_every = checkpoint_every;
+            c.retention.max_events_per_session = retained;
+        };
+        let mut srv = TestServer::builder()
+            .embedded(dir.clone())
+            .config(cfg)
+            .start()
+            .await;
+        for ev in text_tool_text().as_array().unwrap() {
+            srv.post("s", ev).await;
+        }
+        let before = srv.snapshot("s").await;
+        let frames_before = srv.sse("s", "?cursor=3", None).await.take(5).await;
+        srv.stop().await;
+        let srv = TestServer::builder()
+            .embedded(dir.clone())
+            .config(cfg)
+            .start()
+            .await;
+        assert_eq!(
+            srv.snapshot("s").await,
+            before,
+            "snapshot identical after restart"
+        );
+        let mut s = srv.sse("s", "?cursor=3", None).await;
+        assert_eq!(s.take(5).await, frames_before, "exact frames after restart");
+        let (_, out) = srv
+            .post(
+                "s",
+                &json!(lime(
+                    "e9",
+                    "model.delta",
+                    9,
+                    json!({"payload": {"delta": "!"}})
+                )),
+            )
+            .await;
+        assert_eq!(out["cursor"], 9, "cursors continue");
+        assert_eq!(out["epoch"], before["epoch"], "epoch continues");
+        // Idempotency survives the restart within the retained history (the
+        // idempotency window, see `retention.max_events_per_session`).
+        let retained_tail = Value::Array(text_tool_text().as_array().unwrap()[5..].to_vec());
+        let (_, dup) = srv.post("s", &retained_tail).await;
+        assert_eq!(dup["duplicates"], 3, "idempotency survives restart");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+#[tokio::test]
+async fn a_full_disk_refuses_ingest_but_reads_and_streams_go_on() {
+    let dir = tempdir("full");
     let mut srv = TestServer::builder().embedded(dir.clone()).start().await;
     srv.post("s", &text_tool_text()).await;
-    let before = srv.snapshot("s").await;
-    let frames_before = srv.sse("s", "?cursor=0", None).await.take(8).await;
     srv.stop().await;
-    let srv = TestServer::builder().embedded(dir.clone()).start().await;
-    assert_eq!(
-        srv.snapshot("s").await,
-        before,
-        "snapshot identical after restart"
-    );
-    let mut s = srv.sse("s", "?cursor=3", None).await;
-    assert_eq!(
-        s.take(5).await,
-        frames_before[3..].to_vec(),
-        "exact frames after restart"
-    );
-    let (_, out) = srv
-        .post(
-            "s",
-            &json!(lime(
-                "e9",
-                "model.delta",
-                9,
-                json!({"payload": {"delta": "!"}})
-            )),
-        )
+    // The same data on a "disk" that never has enough free space: the real
+    // free-space check (statvfs) against an unreachable threshold.
+    let srv = TestServer::builder()
+        .embedded(dir.clone())
+        .config(|c| c.storage.min_free_bytes = u64::MAX)
+        .start()
         .await;
-    assert_eq!(out["cursor"], 9, "cursors continue");
-    assert_eq!(out["epoch"], before["epoch"], "epoch continues");
-    let (_, dup) = srv.post("s", &text_tool_text()).await;
-    assert_eq!(dup["duplicates"], 8, "idempotency survives restart");
+    let mut live = srv.sse("s", "", None).await;
+    assert_eq!(live.next().await.unwrap().data["cursor"], 8);
+    let r = srv
+        .http
+        .post(srv.url("/v1/sessions/s/events"))
+        .json(&json!(lime(
+            "e9",
+            "model.delta",
+            9,
+            json!({"payload": {"delta": "x"}})
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    assert!(r.headers().get("retry-after").is_some());
+    let p: Value = r.json().await.unwrap();
+    assert_eq!(p["code"], "store_full");
+    assert_eq!(srv.snapshot("s").await["cursor"], 8, "nothing applied");
+    let (status, log) = srv.get_json("/v1/sessions/s/events").await;
+    assert_eq!((status, log["head"].as_u64()), (200, Some(8)));
+    let mut replay = srv.sse("s", "?cursor=6", None).await;
+    assert_eq!(
+        replay.take(2).await[1].data["cursor"],
+        8,
+        "replay from the store works"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 

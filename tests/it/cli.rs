@@ -1,87 +1,9 @@
 //! The binary as a user runs it: flags and env, the listening log line,
 //! `healthcheck`, SIGTERM shutdown, and clear start-up errors.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
-use crate::common::tempdir;
-
-const BIN: &str = env!("CARGO_BIN_EXE_agent-projector");
-
-struct Proc {
-    child: Child,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Proc {
-    fn start(args: &[&str], envs: &[(&str, &str)]) -> Proc {
-        let mut cmd = Command::new(BIN);
-        cmd.args(args)
-            .env_remove("RUST_LOG")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in envs {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn binary");
-        let (tx, lines) = std::sync::mpsc::channel();
-        for pipe in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                    let _ = tx.send(line);
-                }
-            });
-        }
-        Proc { child, lines }
-    }
-
-    /// Wait for a log line containing `needle`; returns it.
-    fn wait_line(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut seen = Vec::new();
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return line,
-                Ok(line) => seen.push(line),
-                Err(_) => break,
-            }
-        }
-        panic!("no line with {needle:?}; saw: {seen:#?}");
-    }
-
-    fn addr(&self) -> String {
-        let line = self.wait_line("listening on http://");
-        let start = line.find("http://").unwrap() + "http://".len();
-        line[start..]
-            .split(|c: char| c.is_whitespace())
-            .next()
-            .unwrap()
-            .to_string()
-    }
-
-    fn wait_exit(&mut self) -> std::process::ExitStatus {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(Instant::now() < deadline, "process did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-    }
-}
+use crate::common::{tempdir, Proc, BIN};
 
 fn healthcheck(addr: &str) -> bool {
     Command::new(BIN)

@@ -5,4 +5,5 @@ mod api;
 mod cli;
 mod common;
 mod conformance;
+mod crash;
 mod packaging;
