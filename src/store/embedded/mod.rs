@@ -441,6 +441,46 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
+    #[tokio::test]
+    async fn deleted_space_is_reused() {
+        // Churn: write ~2 MB into a session, delete it, again and again. The
+        // file must plateau instead of growing with every cycle.
+        let dir = tmpdir("reuse");
+        let log = EmbeddedLog::open(&dir, opts(1_000_000)).unwrap();
+        let big = || {
+            let events: Vec<StoredEvent> = (1..=500)
+                .map(|c| StoredEvent {
+                    frame: bytes::Bytes::from(vec![b'x'; 4096]),
+                    ..ev(c)
+                })
+                .collect();
+            batch(events, None)
+        };
+        let size = || std::fs::metadata(dir.join(DB_FILE)).unwrap().len();
+        let mut sizes = Vec::new();
+        let mut tick = 0;
+        for cycle in 0..8 {
+            let s = format!("big-{cycle}");
+            log.append(&s, big()).await.unwrap();
+            log.delete(&s).await.unwrap();
+            // redb hands freed pages back once later commits have made the
+            // deletion durable and no reader can still see them.
+            for _ in 0..3 {
+                tick += 1;
+                log.append("tick", batch(vec![ev(tick)], None))
+                    .await
+                    .unwrap();
+            }
+            sizes.push(size());
+        }
+        let written = 8 * 500 * 4096;
+        assert!(
+            sizes[7] < written / 2 && sizes[7] <= sizes[1] * 2,
+            "space is reclaimed under churn: sizes {sizes:?} after writing {written} bytes"
+        );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     #[test]
     fn corrupt_file_is_a_clear_error() {
         let dir = tmpdir("corrupt");
