@@ -7,6 +7,7 @@ pub mod ingest;
 pub mod ops;
 pub mod sessions;
 pub mod streams;
+mod viewer;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,6 +51,7 @@ pub fn router(state: AppState) -> Router {
         .merge(sessions::router())
         .merge(streams::router())
         .merge(ops::router())
+        .merge(viewer::router())
         .fallback(|| async { Problem::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async {
             Problem::new(
