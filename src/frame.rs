@@ -1,11 +1,14 @@
 //! Frames: what a stream carries (`snapshot`, `delta`, `reset`). Each frame
-//! is serialised once, to JSON and to its SSE form, and the bytes are shared
-//! (`Arc<Frame>`) by every subscriber.
+//! is serialised once into one buffer holding its SSE form; the JSON (for
+//! WebSocket and the store) and each chunk's JSON (for the AI SDK stream)
+//! are zero-copy slices of it. Every subscriber shares the same `Arc<Frame>`.
 
+use std::ops::Range;
 use std::sync::Arc;
 
-use bytes::{BufMut, Bytes, BytesMut};
-use serde::Serialize;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::projection::ChunkOut;
 
@@ -28,111 +31,190 @@ impl FrameKind {
     }
 }
 
+/// Where one chunk's JSON sits inside a delta frame's JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkSpan {
+    pub message_id: Option<Arc<str>>,
+    pub range: Range<usize>,
+}
+
 /// One encoded frame.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Frame {
     pub kind: FrameKind,
     /// The cursor (`None` for `reset`).
     pub cursor: Option<u64>,
-    /// The JSON object, one line.
+    /// The JSON object, one line (a slice of `sse`).
     pub json: Bytes,
     /// `id: <cursor>\nevent: <type>\ndata: <json>\n\n`.
     pub sse: Bytes,
+    /// Chunk positions in `json`; `None` when the frame was read back from
+    /// the store (see [`Frame::message_chunks`]).
+    spans: Option<Vec<ChunkSpan>>,
 }
 
 /// A shared frame.
 pub type SharedFrame = Arc<Frame>;
 
+fn sse_head(buf: &mut Vec<u8>, kind: FrameKind, cursor: Option<u64>) {
+    if let Some(c) = cursor {
+        buf.extend_from_slice(b"id: ");
+        buf.extend_from_slice(c.to_string().as_bytes());
+        buf.push(b'\n');
+    }
+    buf.extend_from_slice(b"event: ");
+    buf.extend_from_slice(kind.as_str().as_bytes());
+    buf.extend_from_slice(b"\ndata: ");
+}
+
+fn finish(
+    buf: Vec<u8>,
+    json: Range<usize>,
+    kind: FrameKind,
+    cursor: Option<u64>,
+    spans: Option<Vec<ChunkSpan>>,
+) -> Frame {
+    let mut buf = buf;
+    buf.extend_from_slice(b"\n\n");
+    let sse = Bytes::from(buf);
+    Frame {
+        kind,
+        cursor,
+        json: sse.slice(json),
+        sse,
+        spans,
+    }
+}
+
 impl Frame {
     /// Wrap already-encoded JSON (e.g. read back from the store).
-    pub fn from_json(kind: FrameKind, cursor: Option<u64>, json: Bytes) -> Frame {
-        let mut sse = BytesMut::with_capacity(json.len() + 40);
-        if let Some(c) = cursor {
-            sse.put_slice(b"id: ");
-            sse.put_slice(itoa_u64(c).as_bytes());
-            sse.put_u8(b'\n');
+    pub fn from_json(kind: FrameKind, cursor: Option<u64>, json: &[u8]) -> Frame {
+        let mut buf = Vec::with_capacity(json.len() + 40);
+        sse_head(&mut buf, kind, cursor);
+        let start = buf.len();
+        buf.extend_from_slice(json);
+        let end = buf.len();
+        finish(buf, start..end, kind, cursor, None)
+    }
+
+    /// The JSON of each chunk addressed to `message_id`, in order. Free for
+    /// frames encoded here; frames read back from the store are parsed.
+    pub fn message_chunks(&self, message_id: &str) -> Vec<Bytes> {
+        if let Some(spans) = &self.spans {
+            return spans
+                .iter()
+                .filter(|s| s.message_id.as_deref() == Some(message_id))
+                .map(|s| self.json.slice(s.range.clone()))
+                .collect();
         }
-        sse.put_slice(b"event: ");
-        sse.put_slice(kind.as_str().as_bytes());
-        sse.put_slice(b"\ndata: ");
-        sse.put_slice(&json);
-        sse.put_slice(b"\n\n");
-        Frame {
-            kind,
-            cursor,
-            json,
-            sse: sse.freeze(),
+        #[derive(Deserialize)]
+        struct Item<'a> {
+            #[serde(rename = "messageId", borrow)]
+            message_id: Option<std::borrow::Cow<'a, str>>,
+            #[serde(borrow)]
+            chunk: &'a RawValue,
+        }
+        #[derive(Deserialize)]
+        struct Delta<'a> {
+            #[serde(default, borrow)]
+            chunks: Vec<Item<'a>>,
+        }
+        match serde_json::from_slice::<Delta<'_>>(&self.json) {
+            Ok(d) => d
+                .chunks
+                .into_iter()
+                .filter(|i| i.message_id.as_deref() == Some(message_id))
+                .map(|i| Bytes::copy_from_slice(i.chunk.get().as_bytes()))
+                .collect(),
+            Err(_) => Vec::new(),
         }
     }
 }
 
-fn itoa_u64(n: u64) -> String {
-    n.to_string()
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct DeltaOut<'a> {
-    #[serde(rename = "type")]
-    ty: &'static str,
-    cursor: u64,
-    event_id: &'a str,
-    event_class: &'a str,
-    chunks: &'a [ChunkOut],
-}
-
-/// Encode a `delta` frame's JSON.
-pub fn delta_json(cursor: u64, event_id: &str, event_class: &str, chunks: &[ChunkOut]) -> Bytes {
-    let out = DeltaOut {
-        ty: "delta",
-        cursor,
-        event_id,
-        event_class,
-        chunks,
-    };
-    Bytes::from(serde_json::to_vec(&out).expect("delta frames serialise"))
-}
-
-/// A `delta` frame.
+/// Encode a `delta` frame: one buffer, chunk spans recorded on the way.
 pub fn delta(cursor: u64, event_id: &str, event_class: &str, chunks: &[ChunkOut]) -> Frame {
-    Frame::from_json(
-        FrameKind::Delta,
-        Some(cursor),
-        delta_json(cursor, event_id, event_class, chunks),
-    )
+    let mut buf = Vec::with_capacity(128 + chunks.len() * 96);
+    sse_head(&mut buf, FrameKind::Delta, Some(cursor));
+    let start = buf.len();
+    let put = |buf: &mut Vec<u8>, v: &dyn erased::Json| v.write(buf);
+    buf.extend_from_slice(b"{\"type\":\"delta\",\"cursor\":");
+    buf.extend_from_slice(cursor.to_string().as_bytes());
+    buf.extend_from_slice(b",\"eventId\":");
+    put(&mut buf, &event_id);
+    buf.extend_from_slice(b",\"eventClass\":");
+    put(&mut buf, &event_class);
+    buf.extend_from_slice(b",\"chunks\":[");
+    let mut spans = Vec::with_capacity(chunks.len());
+    for (i, c) in chunks.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        buf.extend_from_slice(b"{\"messageId\":");
+        put(&mut buf, &c.message_id.as_deref());
+        buf.extend_from_slice(b",\"chunk\":");
+        let s = buf.len();
+        put(&mut buf, &c.chunk);
+        spans.push(ChunkSpan {
+            message_id: c.message_id.as_deref().map(Arc::from),
+            range: s - start..buf.len() - start,
+        });
+        buf.push(b'}');
+    }
+    buf.extend_from_slice(b"]}");
+    let end = buf.len();
+    finish(buf, start..end, FrameKind::Delta, Some(cursor), Some(spans))
 }
 
-#[derive(Serialize)]
-struct SnapshotOut<'a> {
-    #[serde(rename = "type")]
-    ty: &'static str,
-    cursor: u64,
-    epoch: &'a str,
-    state: &'a serde_json::Value,
+mod erased {
+    /// Serialise into a buffer; these types never fail to serialise.
+    pub trait Json {
+        fn write(&self, buf: &mut Vec<u8>);
+    }
+
+    impl<T: serde::Serialize> Json for T {
+        fn write(&self, buf: &mut Vec<u8>) {
+            serde_json::to_writer(buf, self).expect("frame parts serialise");
+        }
+    }
 }
 
 /// A `snapshot` frame of the projection state at `cursor`.
 pub fn snapshot(cursor: u64, epoch: &str, state: &serde_json::Value) -> Frame {
-    let json = serde_json::to_vec(&SnapshotOut {
-        ty: "snapshot",
-        cursor,
-        epoch,
-        state,
-    })
+    #[derive(serde::Serialize)]
+    struct SnapshotOut<'a> {
+        #[serde(rename = "type")]
+        ty: &'static str,
+        cursor: u64,
+        epoch: &'a str,
+        state: &'a serde_json::Value,
+    }
+    let mut buf = Vec::with_capacity(1024);
+    sse_head(&mut buf, FrameKind::Snapshot, Some(cursor));
+    let start = buf.len();
+    serde_json::to_writer(
+        &mut buf,
+        &SnapshotOut {
+            ty: "snapshot",
+            cursor,
+            epoch,
+            state,
+        },
+    )
     .expect("snapshots serialise");
-    Frame::from_json(FrameKind::Snapshot, Some(cursor), Bytes::from(json))
+    let end = buf.len();
+    finish(buf, start..end, FrameKind::Snapshot, Some(cursor), None)
 }
 
 /// A `reset` frame; a `snapshot` always follows it.
 pub fn reset(reason: &str) -> Frame {
-    let json = serde_json::to_vec(&serde_json::json!({"type": "reset", "reason": reason}))
-        .expect("reset serialises");
-    Frame::from_json(FrameKind::Reset, None, Bytes::from(json))
+    let json = serde_json::json!({"type": "reset", "reason": reason}).to_string();
+    Frame::from_json(FrameKind::Reset, None, json.as_bytes())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::projection::Chunk;
 
     #[test]
     fn sse_form_and_json_agree() {
@@ -149,5 +231,49 @@ mod tests {
             std::str::from_utf8(&r.sse).unwrap(),
             "event: reset\ndata: {\"type\":\"reset\",\"reason\":\"cursor_ahead\"}\n\n"
         );
+    }
+
+    #[test]
+    fn delta_json_equals_serde_and_chunks_slice_out() {
+        let chunks = vec![
+            ChunkOut {
+                message_id: Some("m\"1".into()),
+                chunk: Chunk::TextStart { id: "t".into() },
+            },
+            ChunkOut {
+                message_id: None,
+                chunk: Chunk::data(
+                    "runtime",
+                    "runtime",
+                    serde_json::json!({"status": "running"}),
+                ),
+            },
+            ChunkOut {
+                message_id: Some("m\"1".into()),
+                chunk: Chunk::TextDelta {
+                    id: "t".into(),
+                    delta: "héllo\n".into(),
+                },
+            },
+        ];
+        let f = delta(3, "e\u{1}3", "text.delta", &chunks);
+        let via_serde = serde_json::json!({
+            "type": "delta", "cursor": 3, "eventId": "e\u{1}3", "eventClass": "text.delta",
+            "chunks": chunks,
+        });
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&f.json).unwrap(),
+            via_serde
+        );
+        let own = f.message_chunks("m\"1");
+        assert_eq!(own.len(), 2);
+        assert_eq!(
+            &own[1][..],
+            serde_json::to_vec(&chunks[2].chunk).unwrap().as_slice()
+        );
+        // The same answer from a frame read back from the store.
+        let stored = Frame::from_json(FrameKind::Delta, Some(3), &f.json);
+        assert_eq!(stored.message_chunks("m\"1"), own);
+        assert_eq!(stored.sse, f.sse);
     }
 }

@@ -14,7 +14,10 @@ const STYLE: &str = include_str!("../../assets/viewer/viewer.css");
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
-        .route("/", get(|| async { asset(INDEX, "text/html; charset=utf-8") }))
+        .route(
+            "/",
+            get(|| async { asset(INDEX, "text/html; charset=utf-8") }),
+        )
         .route(
             "/viewer.js",
             get(|| async { asset(SCRIPT, "text/javascript; charset=utf-8") }),

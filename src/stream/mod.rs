@@ -140,7 +140,7 @@ impl Subscriber {
                         self.pending.push_back(Arc::new(Frame::from_json(
                             FrameKind::Delta,
                             Some(ev.cursor),
-                            ev.frame,
+                            &ev.frame,
                         )));
                     }
                 }
