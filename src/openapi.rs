@@ -22,6 +22,8 @@ use crate::session::{IngestOutcome, Warning};
         sessions::get_events,
         streams::stream_sse,
         streams::stream_ws,
+        streams::stream_message,
+        streams::resume_chat,
         ops::get_healthz,
         ops::get_readyz,
         ops::get_metrics,

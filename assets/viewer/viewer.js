@@ -1,1 +1,1009 @@
-// viewer script
+// agent-projector live viewer.
+//
+// Opens /v1/sessions/{id}/stream (SSE) and keeps one local copy of the
+// session projection: a `snapshot` frame replaces it, a `delta` frame applies
+// its UIMessageChunks exactly as the AI SDK does (and the server's reducer
+// did), a `reset` frame clears it until the next snapshot. Frames whose
+// cursor is not above the last applied one are ignored, which is what keeps
+// text from being duplicated after EventSource reconnects with
+// Last-Event-ID. Rendering is coalesced to one animation frame.
+//
+// Untrusted text is only ever written with textContent: no innerHTML.
+'use strict';
+
+(() => {
+  // ---------------------------------------------------------------- state ---
+
+  const params = new URLSearchParams(window.location.search);
+  const sessionId = (params.get('session') || '').trim();
+
+  /** Everything the viewer knows; `state` mirrors the snapshot state. */
+  const V = {
+    state: null,
+    lastCursor: 0,
+    epoch: null,
+    es: null,
+    connection: 'idle',
+    awaitingSnapshot: true,
+    resetReason: null,
+  };
+
+  /** Per-action UI notices: actionId -> {kind, text}. Never action status. */
+  const notices = new Map();
+  /** Actions with a decision request in flight. */
+  const inFlight = new Set();
+  /** Open <details> elements, kept across re-renders: "msgId:partIndex". */
+  const openDetails = new Set();
+
+  const SURFACE_MAPS = ['tools', 'actions', 'artifacts', 'evidence', 'tasks', 'agents'];
+  const MAX_TIMELINE = 500;
+  const MAX_DIAGNOSTICS = 1000;
+
+  function emptyState() {
+    return {
+      sessionId,
+      runtime: { status: 'unknown', stale: false, pendingActions: 0 },
+      messages: [],
+      tools: {}, actions: {}, artifacts: {}, evidence: {}, tasks: {}, agents: {},
+      team: { roster: [], handoffs: [], reviews: [], notifications: [], channels: [], edges: [] },
+      queue: {},
+      context: { refs: [], missing: [], compactions: [] },
+      permissions: { blocks: [] },
+      coding: { files: {}, patches: {}, commands: {}, tests: {}, blocks: [] },
+      diagnostics: [],
+      timeline: [],
+    };
+  }
+
+  /** A snapshot state with every key present (older servers may omit some). */
+  function normalizeState(s) {
+    const base = emptyState();
+    const out = Object.assign(base, s || {});
+    for (const k of SURFACE_MAPS) if (!out[k] || typeof out[k] !== 'object') out[k] = {};
+    out.team = Object.assign(emptyState().team, out.team || {});
+    out.coding = Object.assign(emptyState().coding, out.coding || {});
+    if (!Array.isArray(out.diagnostics)) out.diagnostics = [];
+    if (!Array.isArray(out.timeline)) out.timeline = [];
+    if (!Array.isArray(out.messages)) out.messages = [];
+    return out;
+  }
+
+  // Read-only debugging handle for people and tests.
+  Object.defineProperty(window, '__viewer', {
+    value: Object.freeze({
+      get lastCursor() { return V.lastCursor; },
+      get state() { return V.state; },
+      get es() { return V.es; },
+      get epoch() { return V.epoch; },
+      get connection() { return V.connection; },
+      get sessionId() { return sessionId; },
+    }),
+    writable: false,
+    configurable: false,
+  });
+
+  // ------------------------------------------------------ chunk semantics ---
+
+  function findMessage(id) {
+    const ms = V.state.messages;
+    for (let i = ms.length - 1; i >= 0; i--) if (ms[i].id === id) return ms[i];
+    return null;
+  }
+
+  function openIndex(msg, id) {
+    const open = msg.openParts || [];
+    for (const [pid, idx] of open) if (pid === id) return idx;
+    return -1;
+  }
+
+  function setOpen(msg, id, idx) {
+    const open = (msg.openParts || []).filter(([pid]) => pid !== id);
+    if (idx >= 0) open.push([id, idx]);
+    if (open.length) msg.openParts = open; else delete msg.openParts;
+  }
+
+  function toolIndex(msg, toolCallId) {
+    for (let i = msg.parts.length - 1; i >= 0; i--) {
+      const p = msg.parts[i];
+      if (p.toolCallId === toolCallId && typeof p.type === 'string' &&
+          (p.type.startsWith('tool-') || p.type === 'dynamic-tool')) return i;
+    }
+    return -1;
+  }
+
+  /**
+   * Apply one UIMessageChunk to message `messageId`, mirroring the `ai`
+   * package's processUIMessageStream (and the server's Message::apply).
+   * Returns true when the message set changed shape (a message was created).
+   */
+  function applyMessageChunk(messageId, c, frame) {
+    let msg = findMessage(messageId);
+    let created = false;
+    if (!msg) {
+      // The AI SDK creates the message on `start`; be lenient and create it
+      // on any chunk. The projector sends user input as chunks too: a
+      // `turn.submitted` frame is the user's message.
+      msg = {
+        id: messageId,
+        role: frame.eventClass === 'turn.submitted' ? 'user' : 'assistant',
+        status: 'streaming',
+        createdCursor: frame.cursor,
+        parts: [],
+      };
+      V.state.messages.push(msg);
+      created = true;
+    }
+    const parts = msg.parts;
+    switch (c.type) {
+      case 'start':
+      case 'error':
+      case 'finish-step':
+      case 'message-metadata':
+        break;
+      case 'abort':
+        msg.status = 'aborted';
+        break;
+      case 'finish':
+        if (msg.status === 'streaming') msg.status = c.finishReason === 'error' ? 'failed' : 'complete';
+        break;
+      case 'start-step':
+        parts.push({ type: 'step-start' });
+        break;
+      case 'text-start':
+      case 'reasoning-start':
+        parts.push({ type: c.type === 'text-start' ? 'text' : 'reasoning', text: '', state: 'streaming' });
+        setOpen(msg, c.id, parts.length - 1);
+        break;
+      case 'text-delta':
+      case 'reasoning-delta': {
+        const idx = openIndex(msg, c.id);
+        const want = c.type === 'text-delta' ? 'text' : 'reasoning';
+        if (idx < 0 || !parts[idx] || parts[idx].type !== want) {
+          console.warn('viewer: no open part', c.id, 'in', messageId);
+          break;
+        }
+        parts[idx].text += c.delta;
+        break;
+      }
+      case 'text-end':
+      case 'reasoning-end': {
+        const idx = openIndex(msg, c.id);
+        if (idx < 0) break;
+        setOpen(msg, c.id, -1);
+        if (parts[idx]) parts[idx].state = 'done';
+        break;
+      }
+      case 'tool-input-start': {
+        const p = { type: 'tool-' + c.toolName, toolCallId: c.toolCallId, state: 'input-streaming' };
+        if (c.title != null) p.title = c.title;
+        parts.push(p);
+        break;
+      }
+      case 'tool-input-delta':
+        break;
+      case 'tool-input-available': {
+        const i = toolIndex(msg, c.toolCallId);
+        if (i >= 0) {
+          const p = parts[i];
+          p.state = 'input-available';
+          p.input = c.input;
+          delete p.output; delete p.errorText; delete p.preliminary;
+          if (c.title != null) p.title = c.title;
+        } else {
+          const p = { type: 'tool-' + c.toolName, toolCallId: c.toolCallId, state: 'input-available', input: c.input };
+          if (c.title != null) p.title = c.title;
+          parts.push(p);
+        }
+        break;
+      }
+      case 'tool-output-available': {
+        const i = toolIndex(msg, c.toolCallId);
+        if (i < 0) break;
+        const p = parts[i];
+        p.state = 'output-available';
+        p.output = c.output;
+        delete p.errorText;
+        if (c.preliminary) p.preliminary = true; else delete p.preliminary;
+        break;
+      }
+      case 'tool-output-error': {
+        const i = toolIndex(msg, c.toolCallId);
+        if (i < 0) break;
+        const p = parts[i];
+        p.state = 'output-error';
+        delete p.output; delete p.preliminary;
+        p.errorText = c.errorText;
+        break;
+      }
+      case 'tool-output-denied': {
+        const i = toolIndex(msg, c.toolCallId);
+        if (i >= 0) parts[i].state = 'output-denied';
+        break;
+      }
+      case 'source-url': {
+        const p = { type: 'source-url', sourceId: c.sourceId, url: c.url };
+        if (c.title != null) p.title = c.title;
+        parts.push(p);
+        break;
+      }
+      case 'file':
+        parts.push({ type: 'file', mediaType: c.mediaType, url: c.url });
+        break;
+      default:
+        if (typeof c.type === 'string' && c.type.startsWith('data-')) {
+          if (c.transient) break;
+          const part = { type: c.type, data: c.data };
+          if (c.id != null) part.id = c.id;
+          const i = c.id == null ? -1 : parts.findIndex((p) => p.type === c.type && p.id === c.id);
+          if (i >= 0) parts[i] = part; else parts.push(part);
+        }
+    }
+    dirty.messages.add(messageId);
+    return created;
+  }
+
+  function upsertBy(list, key, value) {
+    const id = value && value[key];
+    const i = list.findIndex((x) => x && x[key] === id);
+    if (i >= 0) list[i] = value; else list.push(value);
+  }
+
+  /** A session-level `data-<surface>` chunk (messageId null). */
+  function applySurfaceChunk(c) {
+    if (typeof c.type !== 'string' || !c.type.startsWith('data-')) return;
+    const surface = c.type.slice(5);
+    const st = V.state;
+    if (surface === 'reconciliation') {
+      // The final text wins: {messageId, partIndex, text, streamedText}.
+      const d = c.data || {};
+      const msg = findMessage(d.messageId);
+      const p = msg && msg.parts[d.partIndex];
+      if (p && (p.type === 'text' || p.type === 'reasoning') && typeof d.text === 'string') {
+        p.text = d.text;
+        dirty.messages.add(msg.id);
+      }
+      return;
+    }
+    if (c.transient) return;
+    const id = c.id;
+    const data = c.data;
+    if (surface === 'runtime') {
+      st.runtime = data || st.runtime;
+      dirty.header = true;
+      dirty.panels = true;
+      return;
+    }
+    if (SURFACE_MAPS.includes(surface)) {
+      if (id == null) return;
+      st[surface][id] = data;
+      if (surface === 'actions' && data && data.status !== 'pending') notices.delete(id);
+      if (surface === 'agents') {
+        for (const m of st.messages) if (m.agentId === id) dirty.messages.add(m.id);
+      }
+      dirty.panels = true;
+      return;
+    }
+    if (surface === 'diagnostics') {
+      if (data && data.id == null && id != null) data.id = id;
+      upsertBy(st.diagnostics, 'id', data);
+      while (st.diagnostics.length > MAX_DIAGNOSTICS) st.diagnostics.shift();
+      dirty.panels = true;
+      return;
+    }
+    if (surface === 'queue' || surface === 'context' || surface === 'permissions') {
+      st[surface] = data;
+      dirty.panels = true;
+      return;
+    }
+    if (surface === 'team') {
+      const t = st.team;
+      const [kind, rest] = splitOnce(String(id));
+      if (kind === 'roster') t.roster = Array.isArray(data) ? data : [];
+      else if (kind === 'edges') t.edges = Array.isArray(data) ? data : [];
+      else if (kind === 'handoff') upsertBy(t.handoffs, 'handoffId', withKey(data, 'handoffId', rest));
+      else if (kind === 'review') upsertBy(t.reviews, 'reviewId', withKey(data, 'reviewId', rest));
+      else if (kind === 'notification') upsertBy(t.notifications, 'notificationId', withKey(data, 'notificationId', rest));
+      else if (kind === 'channel') upsertBy(t.channels, 'channelId', withKey(data, 'channelId', rest));
+      dirty.panels = true;
+      return;
+    }
+    if (surface === 'coding') {
+      const cd = st.coding;
+      const [kind, rest] = splitOnce(String(id));
+      const maps = { file: 'files', patch: 'patches', command: 'commands', test: 'tests' };
+      if (maps[kind]) cd[maps[kind]][rest] = data;
+      else if (kind === 'block') upsertBy(cd.blocks, 'blockId', withKey(data, 'blockId', String(id)));
+      dirty.panels = true;
+      return;
+    }
+    // An unknown surface: keep it, show nothing.
+    st.extra = st.extra || {};
+    st.extra[surface] = st.extra[surface] || {};
+    st.extra[surface][id == null ? '' : id] = data;
+  }
+
+  function splitOnce(s) {
+    const i = s.indexOf(':');
+    return i < 0 ? [s, ''] : [s.slice(0, i), s.slice(i + 1)];
+  }
+
+  function withKey(data, key, id) {
+    const v = data && typeof data === 'object' ? data : { value: data };
+    if (v[key] == null) v[key] = id;
+    return v;
+  }
+
+  // ------------------------------------------------------------- frames ---
+
+  function onSnapshot(frame) {
+    V.state = normalizeState(frame.state);
+    V.lastCursor = Number(frame.cursor) || 0;
+    V.epoch = frame.epoch || null;
+    V.awaitingSnapshot = false;
+    V.resetReason = null;
+    for (const id of [...notices.keys()]) {
+      const a = V.state.actions[id];
+      if (!a || a.status !== 'pending') notices.delete(id);
+    }
+    markAllDirty();
+  }
+
+  function onDelta(frame) {
+    const cursor = Number(frame.cursor);
+    if (!V.state || V.awaitingSnapshot) {
+      // A delta before any snapshot can only follow a resumed cursor whose
+      // snapshot we dropped; the state would be wrong. Start over.
+      if (!V.state) V.state = emptyState();
+    }
+    if (!(cursor > V.lastCursor)) return; // already applied: no duplicated text
+    let created = false;
+    for (const { messageId, chunk } of frame.chunks || []) {
+      if (!chunk || typeof chunk !== 'object') continue;
+      if (messageId == null) applySurfaceChunk(chunk);
+      else created = applyMessageChunk(messageId, chunk, frame) || created;
+    }
+    V.state.timeline.push({ cursor, eventId: frame.eventId, class: frame.eventClass, sourceClass: frame.eventClass });
+    while (V.state.timeline.length > MAX_TIMELINE) V.state.timeline.shift();
+    V.lastCursor = cursor;
+    dirty.header = true;
+    dirty.timeline = true;
+    if (created) scheduleMetadataFetch();
+  }
+
+  function onReset(frame) {
+    V.state = emptyState();
+    V.lastCursor = 0;
+    V.awaitingSnapshot = true;
+    V.resetReason = frame && frame.reason ? String(frame.reason) : 'reset';
+    notices.clear();
+    markAllDirty();
+  }
+
+  // Chunks do not say who wrote a message (agentId, turn); the snapshot does.
+  // When a message appears live, read those fields from the snapshot once.
+  let metaTimer = 0;
+  function scheduleMetadataFetch() {
+    if (metaTimer) return;
+    metaTimer = window.setTimeout(async () => {
+      metaTimer = 0;
+      try {
+        const r = await fetch(apiBase() + '/snapshot', { headers: { accept: 'application/json' } });
+        if (!r.ok) return;
+        const snap = await r.json();
+        if (!V.state || (V.epoch && snap.epoch && snap.epoch !== V.epoch)) return;
+        for (const m of (snap.state && snap.state.messages) || []) {
+          const local = findMessage(m.id);
+          if (!local) continue;
+          let changed = false;
+          for (const k of ['role', 'agentId', 'turnId', 'runId', 'createdCursor']) {
+            if (m[k] !== undefined && local[k] !== m[k]) { local[k] = m[k]; changed = true; }
+          }
+          if (changed) dirty.messages.add(m.id);
+        }
+        schedule();
+      } catch (_) {
+        // Offline: the names fill in with the next snapshot.
+      }
+    }, 250);
+  }
+
+  // ------------------------------------------------------------- stream ---
+
+  function apiBase() {
+    return '/v1/sessions/' + encodeURIComponent(sessionId);
+  }
+
+  let manualRetry = 0;
+  function connect() {
+    if (V.es && V.es.readyState !== EventSource.CLOSED) return; // one stream at a time
+    let url = apiBase() + '/stream';
+    if (V.state && V.lastCursor > 0 && !V.awaitingSnapshot) {
+      // A new EventSource does not carry Last-Event-ID; resume explicitly.
+      url += '?cursor=' + V.lastCursor + (V.epoch ? '&epoch=' + encodeURIComponent(V.epoch) : '');
+    }
+    const es = new EventSource(url);
+    V.es = es;
+    setConnection(V.state ? 'reconnecting' : 'connecting');
+    const guard = (fn) => (ev) => {
+      if (es !== V.es) return;
+      let data;
+      try { data = JSON.parse(ev.data); } catch (e) { console.warn('viewer: bad frame', e); return; }
+      fn(data);
+      schedule();
+    };
+    es.addEventListener('open', () => {
+      if (es !== V.es) return;
+      manualRetry = 0;
+      setConnection('live');
+    });
+    es.addEventListener('snapshot', guard(onSnapshot));
+    es.addEventListener('delta', guard(onDelta));
+    es.addEventListener('reset', guard(onReset));
+    es.addEventListener('error', () => {
+      if (es !== V.es) return;
+      if (es.readyState === EventSource.CLOSED) {
+        // The browser gave up (an HTTP error, not a network drop). Try again
+        // ourselves, from our cursor, with a growing delay.
+        setConnection('offline');
+        const delay = Math.min(30000, 2000 * Math.pow(2, manualRetry++));
+        window.setTimeout(connect, delay);
+      } else {
+        setConnection('reconnecting');
+      }
+    });
+  }
+
+  function setConnection(s) {
+    if (V.connection === s) return;
+    V.connection = s;
+    dirty.header = true;
+    schedule();
+  }
+
+  // ------------------------------------------------------------ actions ---
+
+  async function decide(actionId, decision) {
+    if (inFlight.has(actionId)) return;
+    inFlight.add(actionId);
+    notices.set(actionId, { kind: 'info', text: 'Sending ' + decision + '…' });
+    markActionDirty(actionId);
+    let notice;
+    try {
+      const r = await fetch(apiBase() + '/actions/' + encodeURIComponent(actionId), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json' },
+        body: JSON.stringify({ decision }),
+      });
+      if (r.status >= 200 && r.status < 300) {
+        notice = { kind: 'info', text: 'Sent to the runtime — waiting for it to resolve' };
+      } else if (r.status === 404 || r.status === 405 || r.status === 501) {
+        notice = { kind: 'warn', text: 'Controls are not available on this server (' + r.status + ')' };
+      } else {
+        let detail = '';
+        try {
+          const body = await r.json();
+          detail = body && (body.detail || body.title) ? ': ' + (body.detail || body.title) : '';
+        } catch (_) { /* not JSON */ }
+        notice = { kind: 'warn', text: 'The decision was not accepted (' + r.status + detail + ')' };
+      }
+    } catch (_) {
+      notice = { kind: 'warn', text: 'Could not reach the server; the decision was not sent' };
+    } finally {
+      inFlight.delete(actionId);
+    }
+    const a = V.state && V.state.actions[actionId];
+    if (!a || a.status === 'pending') notices.set(actionId, notice);
+    markActionDirty(actionId);
+  }
+
+  function markActionDirty(actionId) {
+    const a = V.state && V.state.actions[actionId];
+    if (a && a.messageId) dirty.messages.add(a.messageId);
+    else if (V.state) for (const m of V.state.messages) dirty.messages.add(m.id);
+    dirty.panels = true;
+    schedule();
+  }
+
+  // ------------------------------------------------------------ rendering ---
+
+  const dirty = { header: true, panels: true, timeline: true, all: true, messages: new Set() };
+  function markAllDirty() {
+    dirty.header = dirty.panels = dirty.timeline = dirty.all = true;
+  }
+
+  let rafPending = false;
+  function schedule() {
+    if (rafPending) return;
+    rafPending = true;
+    window.requestAnimationFrame(() => {
+      rafPending = false;
+      render();
+    });
+  }
+
+  const $ = (id) => document.getElementById(id);
+
+  /** Element helper: h('div', {class, testid, text, title, ...attrs}, ...children). */
+  function h(tag, props, ...children) {
+    const el = document.createElement(tag);
+    if (props) {
+      for (const [k, v] of Object.entries(props)) {
+        if (v == null || v === false) continue;
+        if (k === 'class') el.className = v;
+        else if (k === 'text') el.textContent = String(v);
+        else if (k === 'testid') el.setAttribute('data-testid', v);
+        else if (k === 'dataset') Object.assign(el.dataset, v);
+        else if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
+        else el.setAttribute(k, v === true ? '' : String(v));
+      }
+    }
+    for (const c of children.flat()) {
+      if (c == null || c === false) continue;
+      el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return el;
+  }
+
+  function badge(text, cls, testid) {
+    return h('span', { class: 'badge ' + (cls || ''), testid, text });
+  }
+
+  function muted(text) {
+    return h('p', { class: 'muted none', text: text || 'none yet' });
+  }
+
+  function short(v, n) {
+    let s;
+    if (typeof v === 'string') s = v;
+    else {
+      try { s = JSON.stringify(v); } catch (_) { s = String(v); }
+    }
+    if (s === undefined) s = '';
+    n = n || 120;
+    return s.length > n ? s.slice(0, n - 1) + '…' : s;
+  }
+
+  function pretty(v) {
+    if (typeof v === 'string') return v;
+    try { return JSON.stringify(v, null, 2); } catch (_) { return String(v); }
+  }
+
+  function statusClass(s) {
+    return 'status-' + String(s || 'unknown').replace(/[^a-z-]/gi, '');
+  }
+
+  function render() {
+    const st = V.state;
+    if (dirty.header) renderHeader();
+    if (!st) return;
+    const nearBottom = window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 120;
+    let transcriptChanged = false;
+    if (dirty.all || dirty.messages.size) {
+      renderTranscript(dirty.all ? null : dirty.messages);
+      transcriptChanged = true;
+    }
+    if (dirty.all || dirty.panels) renderPanels();
+    if (dirty.all || dirty.timeline) renderTimeline();
+    dirty.all = dirty.panels = dirty.timeline = dirty.header = false;
+    dirty.messages.clear();
+    if (transcriptChanged && nearBottom) window.scrollTo(0, document.documentElement.scrollHeight);
+  }
+
+  const CONNECTION_LABELS = {
+    idle: 'not connected', connecting: 'connecting', live: 'live',
+    reconnecting: 'reconnecting', offline: 'offline',
+  };
+
+  function renderHeader() {
+    const st = V.state;
+    const conn = $('connection');
+    conn.dataset.state = V.connection;
+    $('connection-label').textContent = CONNECTION_LABELS[V.connection] || V.connection;
+    $('cursor').textContent = 'cursor ' + (st ? V.lastCursor : '–');
+    const pill = $('runtime-status');
+    if (!st || V.awaitingSnapshot) {
+      pill.className = 'pill status-none';
+      pill.textContent = V.resetReason ? 'resetting' : sessionId ? 'loading' : 'no session';
+      pill.dataset.status = '';
+      $('stale').hidden = true;
+    } else {
+      const s = (st.runtime && st.runtime.status) || 'unknown';
+      pill.className = 'pill ' + statusClass(s);
+      pill.textContent = s;
+      pill.dataset.status = s;
+      $('stale').hidden = !(st.runtime && st.runtime.stale);
+    }
+    const banner = $('banner');
+    if (V.resetReason) {
+      banner.hidden = false;
+      banner.textContent = 'The stream was reset (' + V.resetReason.replace(/_/g, ' ') + '); reloading the session…';
+    } else {
+      banner.hidden = true;
+      banner.textContent = '';
+    }
+    if (st) {
+      const r = st.runtime || {};
+      const bits = [];
+      if (r.runId) bits.push('run ' + r.runId);
+      if (r.turnId) bits.push('turn ' + r.turnId);
+      if (r.phase) bits.push(r.phase);
+      if (r.failureCategory) bits.push('failure: ' + r.failureCategory);
+      $('run-info').textContent = bits.join(' · ');
+    }
+  }
+
+  // Transcript: one <li> per message, rebuilt only when that message changed.
+  const messageEls = new Map();
+
+  function renderTranscript(only) {
+    const list = $('transcript');
+    const st = V.state;
+    const seen = new Set();
+    let i = 0;
+    for (const m of st.messages) {
+      seen.add(m.id);
+      let el = messageEls.get(m.id);
+      if (!el || !only || only.has(m.id)) {
+        const fresh = renderMessage(m);
+        if (el && el.parentNode === list) list.replaceChild(fresh, el);
+        el = fresh;
+        messageEls.set(m.id, el);
+      }
+      const at = list.children[i];
+      if (at !== el) list.insertBefore(el, at || null);
+      i++;
+    }
+    for (const [id, el] of messageEls) {
+      if (!seen.has(id)) { el.remove(); messageEls.delete(id); }
+    }
+    $('transcript-empty').hidden = st.messages.length > 0;
+  }
+
+  function agentLabel(agentId) {
+    const a = V.state.agents[agentId];
+    return (a && a.name) || agentId;
+  }
+
+  function renderMessage(m) {
+    const role = m.role || 'assistant';
+    const li = h('li', {
+      class: 'message message-' + role + (m.agentId ? ' message-teammate' : '') + ' msg-status-' + m.status,
+      testid: 'message',
+      dataset: { messageId: m.id, role, status: m.status || '' },
+    });
+    const head = h('div', { class: 'message-head' });
+    if (role === 'user') {
+      head.append(h('span', { class: 'author', text: 'You' }));
+    } else {
+      const a = m.agentId ? V.state.agents[m.agentId] : null;
+      head.append(h('span', { class: 'author', text: m.agentId ? agentLabel(m.agentId) : role === 'system' ? 'System' : 'Assistant' }));
+      if (m.agentId) {
+        head.append(badge(a && a.role ? a.role : 'teammate', 'badge-agent', 'agent-label'));
+        li.dataset.agentId = m.agentId;
+      }
+    }
+    if (m.status === 'streaming') head.append(h('span', { class: 'msg-state streaming-dot', text: 'streaming' }));
+    else if (m.status === 'failed') head.append(badge('failed', 'badge-failed'));
+    else if (m.status === 'aborted') head.append(badge('stopped', 'badge-muted'));
+    li.append(head);
+
+    const body = h('div', { class: 'message-body' });
+    m.parts.forEach((p, idx) => {
+      const el = renderPart(m, p, idx);
+      if (el) body.append(el);
+    });
+    if (!m.parts.length) body.append(h('span', { class: 'muted', text: '…' }));
+    li.append(body);
+    return li;
+  }
+
+  function keepOpen(details, key) {
+    details.open = openDetails.has(key);
+    details.addEventListener('toggle', () => {
+      if (details.open) openDetails.add(key); else openDetails.delete(key);
+    });
+    return details;
+  }
+
+  function renderPart(m, p, idx) {
+    const t = p.type || '';
+    const key = m.id + ':' + idx;
+    if (t === 'text') {
+      return h('div', { class: 'text-part' + (p.state === 'streaming' ? ' is-streaming' : ''), testid: 'text-part', text: p.text });
+    }
+    if (t === 'reasoning') {
+      const d = keepOpen(h('details', { class: 'reasoning', testid: 'reasoning' }), key);
+      d.append(h('summary', null, h('span', { class: 'reasoning-label', text: 'Reasoning' }),
+        p.state === 'streaming' ? h('span', { class: 'muted', text: ' · thinking…' }) : null));
+      d.append(h('div', { class: 'reasoning-text', text: p.text }));
+      return d;
+    }
+    if (t === 'step-start') return null;
+    if (t.startsWith('tool-') || t === 'dynamic-tool') return renderToolPart(m, p, key);
+    if (t === 'data-action-request') return renderActionCard(p.data || {}, p.id, 'action-card');
+    if (t === 'data-artifact-card') return renderArtifactCard(p.data || {}, 'artifact-card', true);
+    if (t === 'data-evidence-citation') return renderEvidenceCard(p.data || {}, 'evidence-card', true);
+    if (t === 'data-diagnostic-ref') return renderDiagnosticRef(p.data || {}, p.id);
+    if (t === 'source-url') {
+      return h('div', { class: 'card source-card' }, h('span', { class: 'card-kind', text: 'source' }),
+        h('span', { class: 'card-title', text: p.title || p.url }),
+        h('span', { class: 'mono muted', text: p.url }));
+    }
+    if (t === 'file') {
+      return h('div', { class: 'card' }, h('span', { class: 'card-kind', text: 'file' }), h('span', { class: 'mono', text: p.mediaType }));
+    }
+    if (t.startsWith('data-')) {
+      return h('div', { class: 'data-part muted', text: t.slice(5) + (p.id ? ' · ' + p.id : '') });
+    }
+    return null;
+  }
+
+  const TOOL_STATES = {
+    'input-streaming': ['running', 'state-running'],
+    'input-available': ['running', 'state-running'],
+    'output-available': ['done', 'state-done'],
+    'output-error': ['failed', 'state-failed'],
+    'output-denied': ['denied', 'state-denied'],
+  };
+
+  function renderToolPart(m, p, key) {
+    const name = p.type === 'dynamic-tool' ? (p.toolName || 'tool') : p.type.slice(5);
+    const [label, cls] = TOOL_STATES[p.state] || [p.state || 'unknown', 'state-unknown'];
+    const d = keepOpen(h('details', { class: 'tool-row ' + cls, testid: 'tool-row', dataset: { toolCallId: p.toolCallId || '', state: p.state || '' } }), key);
+    const inputSummary = p.input === undefined || p.input === null ? '' : short(p.input, 90);
+    const outSummary = p.state === 'output-error' ? p.errorText
+      : p.output && typeof p.output === 'object' && !Array.isArray(p.output) && typeof p.output.summary === 'string' ? p.output.summary
+        : p.output !== undefined ? short(p.output, 90) : '';
+    d.append(h('summary', { class: 'tool-summary' },
+      h('span', { class: 'tool-icon', 'aria-hidden': 'true' }),
+      h('span', { class: 'tool-name', text: p.title || name }),
+      h('span', { class: 'tool-state ' + cls, testid: 'tool-state', text: label }),
+      inputSummary ? h('span', { class: 'tool-input mono', text: inputSummary }) : null,
+      outSummary ? h('span', { class: 'tool-out', text: '→ ' + short(outSummary, 80) }) : null));
+    const body = h('div', { class: 'tool-detail' });
+    body.append(h('div', { class: 'kv' }, h('span', { class: 'k', text: 'call' }), h('span', { class: 'mono', text: p.toolCallId || '' })));
+    if (p.input !== undefined) {
+      body.append(h('div', { class: 'kv-block' }, h('span', { class: 'k', text: 'input' }), h('pre', { class: 'mono', text: pretty(p.input) })));
+    }
+    if (p.state === 'output-error') {
+      body.append(h('div', { class: 'kv-block' }, h('span', { class: 'k', text: 'error' }), h('pre', { class: 'mono error-text', text: p.errorText || '' })));
+    } else if (p.output !== undefined) {
+      const o = p.output;
+      if (o && typeof o === 'object' && !Array.isArray(o) && ('summary' in o || 'refs' in o)) {
+        if (o.summary != null) body.append(h('div', { class: 'kv-block' }, h('span', { class: 'k', text: 'output' }), h('div', { class: 'out-summary', text: String(o.summary) })));
+        if (Array.isArray(o.refs) && o.refs.length) body.append(refList(o.refs));
+        const rest = Object.assign({}, o); delete rest.summary; delete rest.refs;
+        if (Object.keys(rest).length) body.append(h('pre', { class: 'mono', text: pretty(rest) }));
+      } else {
+        body.append(h('div', { class: 'kv-block' }, h('span', { class: 'k', text: 'output' }), h('pre', { class: 'mono', text: pretty(o) })));
+      }
+    }
+    d.append(body);
+    return d;
+  }
+
+  function refList(refs) {
+    return h('div', { class: 'refs' }, h('span', { class: 'k', text: 'refs' }),
+      refs.map((r) => h('span', { class: 'ref mono', text: String(r) })));
+  }
+
+  function decisionLabel(d) {
+    const s = String(d || '').toLowerCase();
+    if (s.startsWith('approv') || s === 'allow' || s === 'accept' || s === 'accepted') return ['approved', 'badge-done'];
+    if (s.startsWith('reject') || s.startsWith('deny') || s === 'denied' || s === 'declined') return ['rejected', 'badge-failed'];
+    return [d ? String(d) : 'resolved', 'badge-muted'];
+  }
+
+  function renderActionCard(data, partId, testid) {
+    const id = data.actionId || partId;
+    const surface = V.state.actions[id];
+    // The surface entry and the part are replaced by the same frame; take
+    // whichever says more. Status only ever comes from the stream.
+    const a = Object.assign({}, data, surface || {});
+    const pending = a.status === 'pending';
+    const card = h('div', { class: 'card action-card ' + (pending ? 'is-pending' : 'is-resolved'), testid, dataset: { actionId: id, status: a.status || '' } });
+    const head = h('div', { class: 'card-head' },
+      h('span', { class: 'card-kind', text: a.actionType ? a.actionType.replace(/_/g, ' ') : 'action' }),
+      pending ? badge('pending', 'badge-pending', 'action-status') : badge(...decisionLabel(a.decision), 'action-status'));
+    card.append(head);
+    card.append(h('div', { class: 'card-title', text: a.title || 'The runtime asks for a decision' }));
+    const meta = [];
+    if (a.requestedBy) meta.push('requested by ' + agentLabel(a.requestedBy));
+    if (a.toolCallId) meta.push('tool call ' + a.toolCallId);
+    meta.push(id);
+    card.append(h('div', { class: 'card-meta mono', text: meta.join(' · ') }));
+    if (pending) {
+      const busy = inFlight.has(id);
+      card.append(h('div', { class: 'action-buttons' },
+        h('button', { type: 'button', class: 'btn btn-approve', testid: 'approve', disabled: busy, onclick: () => decide(id, 'approve'), text: 'Approve' }),
+        h('button', { type: 'button', class: 'btn btn-reject', testid: 'reject', disabled: busy, onclick: () => decide(id, 'reject'), text: 'Reject' })));
+      const n = notices.get(id);
+      if (n) card.append(h('div', { class: 'action-notice notice-' + n.kind, testid: 'action-notice', role: 'status', text: n.text }));
+    }
+    return card;
+  }
+
+  function renderArtifactCard(a, testid, inline) {
+    const card = h('div', { class: 'card artifact-card' + (inline ? ' inline-card' : ''), testid, dataset: { artifactId: a.artifactId || '' } });
+    card.append(h('div', { class: 'card-head' },
+      h('span', { class: 'card-icon icon-artifact', 'aria-hidden': 'true' }),
+      h('span', { class: 'card-kind', text: a.kind || 'artifact' }),
+      a.status ? badge(a.status, a.status === 'failed' ? 'badge-failed' : a.status === 'deleted' ? 'badge-muted' : 'badge-neutral') : null,
+      a.versionId ? h('span', { class: 'muted mono small', text: 'v ' + a.versionId }) : null));
+    card.append(h('div', { class: 'card-title', text: a.title || a.artifactId || 'artifact' }));
+    if (a.path) card.append(h('div', { class: 'card-meta mono', text: a.path }));
+    if (Array.isArray(a.refs) && a.refs.length) card.append(refList(a.refs));
+    return card;
+  }
+
+  function verdictClass(v) {
+    const s = String(v || '').toLowerCase();
+    if (/^(pass|passed|supports?|confirmed|approved|ok|true)$/.test(s)) return 'badge-done';
+    if (/^(fail|failed|refutes?|rejected|contradicts?|false)$/.test(s)) return 'badge-failed';
+    return 'badge-neutral';
+  }
+
+  function renderEvidenceCard(e, testid, inline) {
+    const card = h('div', { class: 'card evidence-card' + (inline ? ' inline-card' : ''), testid, dataset: { evidenceId: e.evidenceId || '' } });
+    card.append(h('div', { class: 'card-head' },
+      h('span', { class: 'card-icon icon-evidence', 'aria-hidden': 'true' }),
+      h('span', { class: 'card-kind', text: 'evidence' }),
+      e.verdict ? badge(e.verdict, verdictClass(e.verdict), 'verdict') : null));
+    card.append(h('div', { class: 'card-title', text: e.title || e.evidenceId || 'evidence' }));
+    if (Array.isArray(e.refs) && e.refs.length) card.append(refList(e.refs));
+    return card;
+  }
+
+  function renderDiagnosticRef(d, partId) {
+    const id = d.diagnosticId || partId;
+    const sev = d.severity || 'warning';
+    return h('a', {
+      class: 'diag-ref sev-' + sev, testid: 'diagnostic-ref', href: '#diag-' + id,
+      title: 'See the diagnostics panel',
+      onclick: (ev) => { ev.preventDefault(); focusDiagnostic(id); },
+    }, h('span', { class: 'diag-ref-dot', 'aria-hidden': 'true' }), 'diagnostic · ' + (d.code || id));
+  }
+
+  function focusDiagnostic(id) {
+    const el = document.getElementById('diag-' + id);
+    if (!el) return;
+    el.scrollIntoView({ block: 'nearest', behavior: 'smooth' });
+    el.classList.remove('flash');
+    void el.offsetWidth;
+    el.classList.add('flash');
+  }
+
+  function fill(listId, countId, items, empty) {
+    const el = $(listId);
+    el.replaceChildren(...(items.length ? items : [muted(empty)]));
+    $(countId).textContent = items.length ? String(items.length) : '';
+  }
+
+  function renderPanels() {
+    const st = V.state;
+    // Pending actions.
+    const pending = Object.values(st.actions).filter((a) => a && a.status === 'pending');
+    fill('actions-list', 'count-actions', pending.map((a) => renderActionCard(a, a.actionId, 'pending-action')));
+    $('panel-actions').classList.toggle('has-items', pending.length > 0);
+
+    fill('artifacts-list', 'count-artifacts', Object.values(st.artifacts).filter(Boolean).reverse().map((a) => renderArtifactCard(a, 'artifact-item')));
+    fill('evidence-list', 'count-evidence', Object.values(st.evidence).filter(Boolean).reverse().map((e) => renderEvidenceCard(e, 'evidence-item')));
+
+    // Teammates: the agents surface plus roster ids without an entry.
+    const ids = [...Object.keys(st.agents)];
+    for (const r of st.team.roster || []) if (!ids.includes(r)) ids.push(r);
+    const teammates = ids.map((id) => renderAgent(id, st.agents[id]));
+    const extra = [];
+    const t = st.team;
+    const counts = [['handoffs', t.handoffs], ['reviews', t.reviews], ['notifications', t.notifications], ['channels', t.channels]]
+      .filter(([, v]) => Array.isArray(v) && v.length).map(([k, v]) => v.length + ' ' + k);
+    if (counts.length) extra.push(h('p', { class: 'muted small team-extra', text: counts.join(' · ') }));
+    const tasks = Object.values(st.tasks).filter(Boolean);
+    if (tasks.length) {
+      extra.push(h('div', { class: 'subhead', text: 'Tasks' }));
+      for (const tk of tasks) {
+        extra.push(h('div', { class: 'row' },
+          h('span', { class: 'row-title', text: tk.title || tk.taskId }),
+          badge(tk.status, 'badge-' + lifeClass(tk.status))));
+      }
+    }
+    fill('team-list', 'count-team', teammates);
+    if (extra.length) $('team-list').append(...extra);
+
+    // Tools.
+    const tools = Object.values(st.tools).filter(Boolean).reverse();
+    fill('tools-list', 'count-tools', tools.map((tl) => h('div', { class: 'row tool-item', testid: 'tool-item', dataset: { status: tl.status } },
+      h('span', { class: 'row-title mono', text: tl.toolName || tl.toolCallId }),
+      tl.kind && tl.kind !== 'tool' ? h('span', { class: 'muted small', text: tl.kind }) : null,
+      badge(tl.status, 'badge-' + lifeClass(tl.status)))));
+
+    // Diagnostics, newest first.
+    const diags = st.diagnostics.filter(Boolean).slice().reverse();
+    fill('diagnostics-list', 'count-diagnostics', diags.map(renderDiagnostic));
+  }
+
+  function lifeClass(s) {
+    switch (s) {
+      case 'completed': case 'done': case 'succeeded': case 'passed': return 'done';
+      case 'failed': case 'error': return 'failed';
+      case 'running': case 'started': case 'active': case 'in_progress': return 'running';
+      case 'cancelled': case 'canceled': case 'interrupted': return 'muted';
+      default: return 'neutral';
+    }
+  }
+
+  function renderAgent(id, a) {
+    const card = h('div', { class: 'agent', testid: 'teammate', dataset: { agentId: id } });
+    const initials = String((a && a.name) || id).replace(/[^A-Za-z0-9]/g, '').slice(0, 2).toUpperCase() || '?';
+    card.append(h('span', { class: 'avatar', 'aria-hidden': 'true', text: initials }));
+    const main = h('div', { class: 'agent-main' });
+    main.append(h('div', { class: 'agent-line' },
+      h('span', { class: 'agent-name', text: (a && a.name) || id }),
+      a && a.role ? h('span', { class: 'muted small', text: a.role }) : null));
+    const meta = [];
+    if (a && a.name && a.name !== id) meta.push(id);
+    if (a && a.model) meta.push(a.model);
+    if (a && a.taskId) meta.push('task ' + a.taskId);
+    if (a && a.lineage === 'unavailable') meta.push('lineage unavailable');
+    const edge = (V.state.team.edges || []).find((e) => e && e.to === id);
+    if (edge) meta.push('from ' + edge.from);
+    if (meta.length) main.append(h('div', { class: 'agent-meta muted small', text: meta.join(' · ') }));
+    card.append(main);
+    const status = a ? a.status : 'unknown';
+    card.append(badge(status, 'badge-' + lifeClass(status)));
+    return card;
+  }
+
+  function renderDiagnostic(d) {
+    const sev = d.severity || 'warning';
+    return h('div', { class: 'diag sev-' + sev, id: 'diag-' + d.id, testid: 'diagnostic', dataset: { severity: sev, code: d.code || '' } },
+      h('div', { class: 'diag-head' },
+        h('span', { class: 'sev sev-' + sev, text: sev }),
+        h('span', { class: 'diag-code mono', text: d.code || 'diagnostic' })),
+      h('div', { class: 'diag-message', text: d.message || '' }),
+      h('div', { class: 'diag-meta muted small mono', text: [d.class, d.cursor != null ? '#' + d.cursor : null, d.toolCallId ? 'tool ' + d.toolCallId : null].filter(Boolean).join(' · ') }));
+  }
+
+  function renderTimeline() {
+    const tl = V.state.timeline || [];
+    const items = tl.slice(-80).reverse().map((e) => h('div', { class: 'tl-row' },
+      h('span', { class: 'tl-cursor mono', text: '#' + e.cursor }),
+      h('span', { class: 'tl-class mono', text: e.class }),
+      e.status ? h('span', { class: 'muted small', text: e.status }) : null));
+    fill('timeline-list', 'count-timeline', items);
+    $('count-timeline').textContent = tl.length ? String(tl.length) : '';
+  }
+
+  // ----------------------------------------------------------------- boot ---
+
+  function openSession(ev) {
+    ev.preventDefault();
+    const input = ev.currentTarget.querySelector('input');
+    const id = input.value.trim();
+    if (!id) { input.focus(); return; }
+    window.location.search = '?session=' + encodeURIComponent(id);
+  }
+
+  function boot() {
+    $('open-form').addEventListener('submit', openSession);
+    $('empty-form').addEventListener('submit', openSession);
+    $('session-input').value = sessionId;
+    if (!sessionId) {
+      $('empty').hidden = false;
+      $('session-view').hidden = true;
+      document.body.classList.add('no-session');
+      renderHeader();
+      $('empty-input').focus();
+      return;
+    }
+    document.title = sessionId + ' · agent-projector';
+    $('session-title').textContent = sessionId;
+    $('session-view').hidden = false;
+    $('empty').hidden = true;
+    connect();
+    schedule();
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', boot);
+  else boot();
+})();

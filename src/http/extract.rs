@@ -23,18 +23,48 @@ pub fn valid_session_id(id: &str) -> bool {
         && id.chars().all(|c| !c.is_control() && !c.is_whitespace())
 }
 
+/// A path parameter by name, with a problem+json rejection.
+async fn path_param<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+    name: &str,
+) -> Result<String, Problem> {
+    let Path(params): Path<Vec<(String, String)>> = Path::from_request_parts(parts, state)
+        .await
+        .map_err(|e| Problem::bad_request("invalid_path", e.body_text()))?;
+    params
+        .into_iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v)
+        .ok_or_else(|| Problem::bad_request("invalid_path", format!("missing {name}")))
+}
+
+/// A message id from the path (same rules as a session id).
+#[derive(Debug, Clone)]
+pub struct MessageId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for MessageId {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let id = path_param(parts, state, "message_id").await?;
+        if !valid_session_id(&id) {
+            return Err(Problem::bad_request(
+                "invalid_message_id",
+                format!(
+                    "a message id is 1 to {MAX_SESSION_ID} printable characters without spaces"
+                ),
+            ));
+        }
+        Ok(MessageId(id))
+    }
+}
+
 impl<S: Send + Sync> FromRequestParts<S> for SessionId {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path(params): Path<Vec<(String, String)>> = Path::from_request_parts(parts, state)
-            .await
-            .map_err(|e| Problem::bad_request("invalid_path", e.body_text()))?;
-        let id = params
-            .into_iter()
-            .find(|(k, _)| k == "session_id")
-            .map(|(_, v)| v)
-            .ok_or_else(|| Problem::bad_request("invalid_path", "missing session id"))?;
+        let id = path_param(parts, state, "session_id").await?;
         if !valid_session_id(&id) {
             return Err(Problem::bad_request(
                 "invalid_session_id",

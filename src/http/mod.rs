@@ -24,7 +24,7 @@ use crate::config::Config;
 use crate::error::Problem;
 use crate::session::Registry;
 
-pub use extract::SessionId;
+pub use extract::{MessageId, SessionId};
 
 /// What every handler can reach.
 #[derive(Clone)]

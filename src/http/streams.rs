@@ -1,10 +1,13 @@
 //! Stream endpoints: SSE (`GET .../stream`) and WebSocket (`GET .../ws`),
-//! both replaying from `Last-Event-ID` / `?cursor=` then following live.
+//! both replaying from `Last-Event-ID` / `?cursor=` then following live;
+//! and the AI SDK drop-in streams of one message (`.../ui-stream`, and the
+//! `useChat` resume route `GET /v1/chat/{id}/stream`).
 
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::State;
 use axum::http::HeaderMap;
-use axum::response::Response;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use serde::Deserialize;
@@ -12,14 +15,94 @@ use tracing::instrument;
 use utoipa::IntoParams;
 
 use super::extract::Q;
-use super::{AppState, SessionId};
+use super::{AppState, MessageId, SessionId};
 use crate::error::{Problem, ProblemDoc};
-use crate::stream::{self, sse, ws, From};
+use crate::session::MessagePick;
+use crate::stream::{self, sse, ui, ws, From};
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/v1/sessions/{session_id}/stream", get(stream_sse))
         .route("/v1/sessions/{session_id}/ws", get(stream_ws))
+        .route(
+            "/v1/sessions/{session_id}/messages/{message_id}/ui-stream",
+            get(stream_message),
+        )
+        .route("/v1/chat/{session_id}/stream", get(resume_chat))
+}
+
+/// The AI SDK UI message stream of one message.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{session_id}/messages/{message_id}/ui-stream",
+    tag = "streams",
+    params(
+        ("session_id" = String, Path, description = "Session id"),
+        ("message_id" = String, Path, description = "Message id"),
+    ),
+    responses(
+        (status = 200, description = "A Vercel AI SDK UI message stream (`x-vercel-ai-ui-message-stream: v1`): `data: <UIMessageChunk>` lines from `start` to `finish`, then `data: [DONE]`. A finished message replays whole and ends; a live one replays, then follows until it finishes.", content_type = "text/event-stream", body = String),
+        (status = 404, description = "No such message in the session", body = ProblemDoc, content_type = "application/problem+json"),
+    )
+)]
+#[instrument(skip_all, fields(session_id = %session.0, message_id = %message.0))]
+pub async fn stream_message(
+    State(st): State<AppState>,
+    session: SessionId,
+    message: MessageId,
+) -> Result<Response, Problem> {
+    let feed = st
+        .registry
+        .message(&session.0, MessagePick::Id(message.0.clone()))
+        .await?
+        .ok_or_else(|| {
+            Problem::not_found(format!(
+                "session {} has no message {}",
+                session.0, message.0
+            ))
+        })?;
+    let bytes = ui::message_stream(
+        st.registry.clone(),
+        session.0,
+        feed,
+        st.cfg.stream.replay_page,
+    );
+    Ok(ui::response(bytes, st.heartbeat(), st.shutdown.clone()))
+}
+
+/// `useChat` resume: the session's assistant message that is still
+/// streaming, as a UI message stream; 204 when none is.
+#[utoipa::path(
+    get,
+    path = "/v1/chat/{session_id}/stream",
+    tag = "streams",
+    params(("session_id" = String, Path, description = "Session id (the chat id)")),
+    responses(
+        (status = 200, description = "The streaming assistant message as a UI message stream", content_type = "text/event-stream", body = String),
+        (status = 204, description = "No assistant message is streaming: nothing to resume"),
+    )
+)]
+#[instrument(skip_all, fields(session_id = %session.0))]
+pub async fn resume_chat(
+    State(st): State<AppState>,
+    session: SessionId,
+) -> Result<Response, Problem> {
+    match st
+        .registry
+        .message(&session.0, MessagePick::Streaming)
+        .await?
+    {
+        Some(feed) => {
+            let bytes = ui::message_stream(
+                st.registry.clone(),
+                session.0,
+                feed,
+                st.cfg.stream.replay_page,
+            );
+            Ok(ui::response(bytes, st.heartbeat(), st.shutdown.clone()))
+        }
+        None => Ok(StatusCode::NO_CONTENT.into_response()),
+    }
 }
 
 /// Where to start a stream.

@@ -36,7 +36,9 @@ pub enum Part {
         text: String,
         state: StreamState,
     },
+    /// `ai` 7 keeps the `reasoning-start` chunk id on the part.
     Reasoning {
+        id: String,
         text: String,
         state: StreamState,
     },
@@ -90,8 +92,9 @@ impl Part {
                 put("text", text.clone().into());
                 put("state", serde_json::to_value(state).unwrap_or(Value::Null));
             }
-            Part::Reasoning { text, state } => {
+            Part::Reasoning { id, text, state } => {
                 put("type", "reasoning".into());
+                put("id", id.clone().into());
                 put("text", text.clone().into());
                 put("state", serde_json::to_value(state).unwrap_or(Value::Null));
             }
@@ -170,6 +173,7 @@ impl Part {
                 state: stream_state(o),
             },
             "reasoning" => Part::Reasoning {
+                id: s("id").unwrap_or_default(),
                 text: s("text").unwrap_or_default(),
                 state: stream_state(o),
             },
@@ -343,6 +347,7 @@ impl Message {
             Chunk::ReasoningStart { id } => {
                 self.open_parts.retain(|(pid, _)| pid != id);
                 self.parts.push(Part::Reasoning {
+                    id: id.clone(),
                     text: String::new(),
                     state: StreamState::Streaming,
                 });
@@ -538,6 +543,135 @@ impl Message {
         }
     }
 
+    /// The chunks that rebuild this message from nothing, as the AI SDK
+    /// applies them: `start`, each part in order (open text and reasoning
+    /// parts stay open under their chunk ids, so live deltas continue them),
+    /// then `finish` / `abort` if the message has ended.
+    pub fn replay_chunks(&self) -> Vec<Chunk> {
+        let mut out = vec![Chunk::Start {
+            message_id: self.id.clone(),
+        }];
+        for (i, part) in self.parts.iter().enumerate() {
+            let open_id = self
+                .open_parts
+                .iter()
+                .find(|(_, idx)| *idx == i)
+                .map(|(id, _)| id.clone());
+            match part {
+                Part::Text { text, .. } | Part::Reasoning { text, .. } => {
+                    let reasoning = matches!(part, Part::Reasoning { .. });
+                    let id = match part {
+                        Part::Reasoning { id, .. } => id.clone(),
+                        _ => open_id
+                            .clone()
+                            .unwrap_or_else(|| format!("{}-r{i}", self.id)),
+                    };
+                    out.push(if reasoning {
+                        Chunk::ReasoningStart { id: id.clone() }
+                    } else {
+                        Chunk::TextStart { id: id.clone() }
+                    });
+                    if !text.is_empty() {
+                        let delta = text.clone();
+                        out.push(if reasoning {
+                            Chunk::ReasoningDelta {
+                                id: id.clone(),
+                                delta,
+                            }
+                        } else {
+                            Chunk::TextDelta {
+                                id: id.clone(),
+                                delta,
+                            }
+                        });
+                    }
+                    if open_id.is_none() {
+                        out.push(if reasoning {
+                            Chunk::ReasoningEnd { id }
+                        } else {
+                            Chunk::TextEnd { id }
+                        });
+                    }
+                }
+                Part::Tool {
+                    tool_name,
+                    tool_call_id,
+                    state,
+                    input,
+                    output,
+                    error_text,
+                    preliminary,
+                    title,
+                } => {
+                    out.push(Chunk::ToolInputStart {
+                        tool_call_id: tool_call_id.clone(),
+                        tool_name: tool_name.clone(),
+                        title: title.clone(),
+                    });
+                    if *state != ToolState::InputStreaming || input.is_some() {
+                        out.push(Chunk::ToolInputAvailable {
+                            tool_call_id: tool_call_id.clone(),
+                            tool_name: tool_name.clone(),
+                            input: input.clone().unwrap_or(Value::Null),
+                            title: title.clone(),
+                        });
+                    }
+                    match state {
+                        ToolState::OutputAvailable => out.push(Chunk::ToolOutputAvailable {
+                            tool_call_id: tool_call_id.clone(),
+                            output: output.clone().unwrap_or(Value::Null),
+                            preliminary: preliminary.unwrap_or(false),
+                        }),
+                        ToolState::OutputError => out.push(Chunk::ToolOutputError {
+                            tool_call_id: tool_call_id.clone(),
+                            error_text: error_text.clone().unwrap_or_default(),
+                        }),
+                        ToolState::OutputDenied => out.push(Chunk::ToolOutputDenied {
+                            tool_call_id: tool_call_id.clone(),
+                        }),
+                        ToolState::InputStreaming | ToolState::InputAvailable => {}
+                    }
+                }
+                Part::SourceUrl {
+                    source_id,
+                    url,
+                    title,
+                } => out.push(Chunk::SourceUrl {
+                    source_id: source_id.clone(),
+                    url: url.clone(),
+                    title: title.clone(),
+                }),
+                Part::File { url, media_type } => out.push(Chunk::File {
+                    url: url.clone(),
+                    media_type: media_type.clone(),
+                }),
+                Part::StepStart => out.push(Chunk::StartStep),
+                Part::Data { name, id, data } => out.push(Chunk::Data {
+                    name: name.clone(),
+                    id: id.clone(),
+                    data: data.clone(),
+                    transient: false,
+                }),
+            }
+        }
+        match self.status {
+            MessageStatus::Streaming => {}
+            MessageStatus::Complete => out.push(Chunk::Finish {
+                finish_reason: Some(super::chunk::FinishReason::Stop),
+            }),
+            MessageStatus::Failed => out.push(Chunk::Finish {
+                finish_reason: Some(super::chunk::FinishReason::Error),
+            }),
+            MessageStatus::Aborted => out.push(Chunk::Abort { reason: None }),
+        }
+        out
+    }
+
+    /// True once the message has finished or was aborted.
+    pub fn is_finished(&self) -> bool {
+        self.status != MessageStatus::Streaming
+    }
+
     /// Concatenated text of all text parts.
     pub fn text(&self) -> String {
         self.parts
@@ -566,6 +700,78 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.chunk_type, "text-delta");
         assert!(m.parts.is_empty());
+    }
+
+    #[test]
+    fn replay_chunks_rebuild_the_message_and_keep_open_parts_open() {
+        let mut m = Message::new("m", Role::Assistant, 1);
+        for c in [
+            Chunk::Start {
+                message_id: "m".into(),
+            },
+            Chunk::ReasoningStart { id: "r".into() },
+            Chunk::ReasoningDelta {
+                id: "r".into(),
+                delta: "think".into(),
+            },
+            Chunk::ReasoningEnd { id: "r".into() },
+            Chunk::TextStart { id: "a".into() },
+            Chunk::TextDelta {
+                id: "a".into(),
+                delta: "hi".into(),
+            },
+            Chunk::TextEnd { id: "a".into() },
+            Chunk::ToolInputStart {
+                tool_call_id: "t".into(),
+                tool_name: "x".into(),
+                title: None,
+            },
+            Chunk::ToolInputAvailable {
+                tool_call_id: "t".into(),
+                tool_name: "x".into(),
+                input: json!({"q": 1}),
+                title: Some("T".into()),
+            },
+            Chunk::ToolOutputError {
+                tool_call_id: "t".into(),
+                error_text: "boom".into(),
+            },
+            Chunk::data("artifact-card", "a1", json!({"artifactId": "a1"})),
+            Chunk::TextStart { id: "b".into() },
+            Chunk::TextDelta {
+                id: "b".into(),
+                delta: "more".into(),
+            },
+        ] {
+            m.apply(&c).unwrap();
+        }
+        let mut rebuilt = Message::new("m", Role::Assistant, 1);
+        for c in m.replay_chunks() {
+            rebuilt.apply(&c).unwrap();
+        }
+        assert_eq!(rebuilt.parts, m.parts);
+        // The open part keeps its chunk id: a live delta continues it.
+        rebuilt
+            .apply(&Chunk::TextDelta {
+                id: "b".into(),
+                delta: "!".into(),
+            })
+            .unwrap();
+        m.apply(&Chunk::TextDelta {
+            id: "b".into(),
+            delta: "!".into(),
+        })
+        .unwrap();
+        assert_eq!(rebuilt.parts, m.parts);
+        m.apply(&Chunk::TextEnd { id: "b".into() }).unwrap();
+        m.apply(&Chunk::Finish {
+            finish_reason: None,
+        })
+        .unwrap();
+        assert!(matches!(
+            m.replay_chunks().last(),
+            Some(Chunk::Finish { .. })
+        ));
     }
 
     #[test]

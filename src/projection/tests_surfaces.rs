@@ -136,7 +136,7 @@ fn reasoning_summary_collapsed_raw_only_when_enabled() {
     let s = r.state();
     assert_eq!(
         s["messages"][0]["parts"][1],
-        json!({"type":"reasoning","text":"Checked docs","state":"done"})
+        json!({"type":"reasoning","id":"msg-2-r1","text":"Checked docs","state":"done"})
     );
     assert!(!s.to_string().contains("secret thought"));
     r.assert_replay();

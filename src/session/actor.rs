@@ -11,10 +11,13 @@ use tokio::time::Instant;
 use tracing::{debug, warn, Instrument};
 
 use super::registry::RegistryInner;
-use super::{Command, IncomingEvent, IngestOutcome, SessionError, Start, Subscription, Warning};
+use super::{
+    Command, IncomingEvent, IngestOutcome, MessageFeed, MessagePick, SessionError, Start,
+    Subscription, Warning,
+};
 use crate::event::Fact;
 use crate::frame::{self, SharedFrame};
-use crate::projection::Projection;
+use crate::projection::{Projection, Role};
 use crate::store::{self, AppendBatch, Checkpoint, SessionMeta, StoreError, StoredEvent};
 
 pub(super) struct Actor {
@@ -214,6 +217,22 @@ impl Actor {
             Command::Snapshot { reply } => {
                 let frame = self.snapshot(state);
                 let _ = reply.send((state.meta.clone(), frame));
+            }
+            Command::Message { pick, reply } => {
+                let found = match &pick {
+                    MessagePick::Id(id) => state.projection.message(id),
+                    MessagePick::Streaming => state
+                        .projection
+                        .messages()
+                        .iter()
+                        .rev()
+                        .find(|m| m.role == Role::Assistant && !m.is_finished()),
+                };
+                let _ = reply.send(found.cloned().map(|message| MessageFeed {
+                    message,
+                    rx: self.feed.subscribe(),
+                    meta: state.meta.clone(),
+                }));
             }
             Command::Delete { reply } => {
                 let ctx = self.registry.ctx.clone();

@@ -71,6 +71,23 @@ pub struct Subscription {
     pub start: Start,
 }
 
+/// Which message an AI SDK stream follows.
+#[derive(Debug, Clone)]
+pub enum MessagePick {
+    /// The message with this id.
+    Id(String),
+    /// The newest assistant message that is still streaming (`useChat` resume).
+    Streaming,
+}
+
+/// A message and the live feed positioned right after it.
+#[derive(Debug)]
+pub struct MessageFeed {
+    pub message: crate::projection::Message,
+    pub rx: broadcast::Receiver<SharedFrame>,
+    pub meta: SessionMeta,
+}
+
 /// Errors an actor reports to its callers.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -97,6 +114,11 @@ pub enum Command {
     /// The current snapshot frame.
     Snapshot {
         reply: oneshot::Sender<(SessionMeta, SharedFrame)>,
+    },
+    /// A message as it stands, with the feed positioned right after it.
+    Message {
+        pick: MessagePick,
+        reply: oneshot::Sender<Option<MessageFeed>>,
     },
     /// Delete the session's log, leaving a tombstone; live subscribers get
     /// `reset` + an empty `snapshot`.
@@ -161,6 +183,11 @@ impl SessionHandle {
     /// The current snapshot frame and log position.
     pub async fn snapshot(&self) -> Result<(SessionMeta, SharedFrame), SessionError> {
         self.call(|reply| Command::Snapshot { reply }).await
+    }
+
+    /// A message and the live feed after it; `None` when there is no such message.
+    pub async fn message(&self, pick: MessagePick) -> Result<Option<MessageFeed>, SessionError> {
+        self.call(|reply| Command::Message { pick, reply }).await
     }
 
     /// Delete the session (see [`Command::Delete`]).

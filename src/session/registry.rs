@@ -13,7 +13,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::actor::Actor;
-use super::{IncomingEvent, IngestOutcome, SessionError, SessionHandle, Subscription};
+use super::{
+    IncomingEvent, IngestOutcome, MessageFeed, MessagePick, SessionError, SessionHandle,
+    Subscription,
+};
 use crate::frame::SharedFrame;
 use crate::projection::ProjectionConfig;
 use crate::store::{SessionMeta, SharedLog};
@@ -199,6 +202,19 @@ impl Registry {
         self.with_retry(id, |h| {
             let epoch = epoch.clone();
             async move { h.subscribe(cursor, epoch).await }
+        })
+        .await
+    }
+
+    /// A message of a session and the live feed right after it.
+    pub async fn message(
+        &self,
+        id: &str,
+        pick: MessagePick,
+    ) -> Result<Option<MessageFeed>, SessionError> {
+        self.with_retry(id, |h| {
+            let pick = pick.clone();
+            async move { h.message(pick).await }
         })
         .await
     }

@@ -5,6 +5,7 @@
 //! it get `reset` + `snapshot`. `sse` and `ws` are thin transports over it.
 
 pub mod sse;
+pub mod ui;
 pub mod ws;
 
 use std::collections::VecDeque;

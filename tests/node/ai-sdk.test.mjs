@@ -1,0 +1,260 @@
+// Conformance with the real AI SDK client: our streams go through the `ai`
+// package's own functions (parseJsonEventStream + uiMessageChunkSchema into
+// readUIMessageStream, and AbstractChat + DefaultChatTransport for useChat
+// resume), and the UIMessage that `ai` builds must equal the message in our
+// snapshot. `ai` rejects unknown chunk types, missing fields and a
+// text-delta without an open text-start, so any such chunk fails a test.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  parseJsonEventStream,
+  readUIMessageStream,
+  uiMessageChunkSchema,
+} from 'ai';
+import { startServer, post, snapshot, plain } from './lib/server.mjs';
+
+let server;
+before(async () => {
+  server = await startServer();
+});
+after(async () => {
+  await server?.stop();
+});
+
+let n = 0;
+const session = (name) => `${name}-${process.pid}-${++n}`;
+
+/** Chunk objects from an SSE body, validated by the AI SDK's own schema. */
+function chunkStream(body) {
+  return parseJsonEventStream({ stream: body, schema: uiMessageChunkSchema }).pipeThrough(
+    new TransformStream({
+      transform(result, controller) {
+        if (!result.success) throw result.error;
+        controller.enqueue(result.value);
+      },
+    }),
+  );
+}
+
+/** The final UIMessage that `ai` builds from a stream of chunks. */
+async function build(stream) {
+  let last;
+  for await (const m of readUIMessageStream({ stream, terminateOnError: true })) last = m;
+  return plain(last);
+}
+
+/** GET a message's ui-stream and let `ai` build it. */
+async function viaUiStream(base, sid, mid) {
+  const r = await fetch(`${base}/v1/sessions/${sid}/messages/${mid}/ui-stream`);
+  assert.equal(r.status, 200);
+  assert.equal(r.headers.get('content-type'), 'text/event-stream');
+  assert.equal(r.headers.get('x-vercel-ai-ui-message-stream'), 'v1');
+  assert.equal(r.headers.get('x-accel-buffering'), 'no');
+  return build(chunkStream(r.body));
+}
+
+/** Our snapshot's message, in the shape `ai` builds (id, role, parts). */
+async function ours(base, sid, mid) {
+  const snap = await snapshot(base, sid);
+  const m = snap.state.messages.find((x) => x.id === mid);
+  assert.ok(m, `message ${mid} in snapshot`);
+  return m;
+}
+
+function assertSame(aiMessage, message) {
+  assert.equal(aiMessage.id, message.id);
+  assert.equal(aiMessage.role, 'assistant');
+  assert.deepEqual(aiMessage.parts, message.parts);
+}
+
+const run = (sid, extra = []) => [
+  { id: `${sid}-start`, type: 'run.started', runId: 'r1', turnId: 't1', sequence: 1 },
+  ...extra.map((e, i) => ({ runId: 'r1', turnId: 't1', messageId: 'm1', sequence: i + 2, ...e, id: `${sid}-${i}` })),
+];
+const end = (sid, seq) => ({ id: `${sid}-end`, type: 'run.finished', runId: 'r1', turnId: 't1', sequence: seq });
+
+const scenarios = {
+  'plain text': [
+    { type: 'text.delta', payload: { delta: 'Hello' } },
+    { type: 'text.delta', payload: { delta: ', world.' } },
+    { type: 'text.final', payload: { text: 'Hello, world.' } },
+  ],
+  'text, tool, text': [
+    { type: 'text.delta', payload: { delta: 'Let me search. ' } },
+    { type: 'tool.started', toolCallId: 'c1', payload: { toolName: 'search', input: { q: 'rust' } } },
+    { type: 'tool.result', toolCallId: 'c1', refIds: ['out-1'], payload: { summary: '3 hits' } },
+    { type: 'text.delta', payload: { delta: 'Found ' } },
+    { type: 'text.delta', payload: { delta: 'it.' } },
+  ],
+  'a failing tool': [
+    { type: 'tool.started', toolCallId: 'c2', payload: { toolName: 'write_file', input: { path: 'a.txt' } } },
+    { type: 'tool.failed', toolCallId: 'c2', payload: { error: 'permission denied', failureCategory: 'permission_denied' } },
+    { type: 'text.delta', payload: { delta: 'I could not write the file.' } },
+  ],
+  reasoning: [
+    { type: 'reasoning.summary', payload: { summary: 'Compare both options, then answer.' } },
+    { type: 'reasoning.delta', payload: { delta: 'raw thoughts stay hidden' } },
+    { type: 'text.delta', payload: { delta: 'Option B is better.' } },
+  ],
+  'artifact and evidence data parts': [
+    { type: 'text.delta', payload: { delta: 'Drafted the report.' } },
+    { type: 'artifact.changed', artifactId: 'art-1', payload: { title: 'report.md', kind: 'document' }, refIds: ['blob://report'] },
+    { type: 'evidence.changed', evidenceId: 'ev-1', payload: { verdict: 'supported' }, evidenceRefs: ['ev-1'] },
+    { type: 'artifact.changed', artifactId: 'art-1', payload: { title: 'report.md', kind: 'document', versionId: 'v2' } },
+    { type: 'action.required', actionId: 'act-1', payload: { actionType: 'tool_approval' } },
+    { type: 'action.resolved', actionId: 'act-1', payload: { decision: 'approved' } },
+  ],
+};
+
+for (const [name, events] of Object.entries(scenarios)) {
+  test(`ui-stream: ${name}`, async () => {
+    const sid = session('sc');
+    await post(server.base, sid, [...run(sid, events), end(sid, events.length + 2)]);
+    const message = await ours(server.base, sid, 'm1');
+    assert.equal(message.status, 'complete');
+    assertSame(await viaUiStream(server.base, sid, 'm1'), message);
+  });
+}
+
+test('ui-stream: a message consumed live while its events are still being posted', async () => {
+  const sid = session('live');
+  const events = scenarios['text, tool, text'];
+  await post(server.base, sid, run(sid, events.slice(0, 1)));
+  const reading = viaUiStream(server.base, sid, 'm1');
+  const all = run(sid, events);
+  for (const e of all.slice(2)) {
+    await post(server.base, sid, e);
+    await new Promise((r) => setTimeout(r, 15)); // human-ish pacing, not a readiness wait
+  }
+  await post(server.base, sid, end(sid, events.length + 2));
+  const built = await reading; // ends by itself at `finish`
+  assertSame(built, await ours(server.base, sid, 'm1'));
+});
+
+test('resume of a finished message replays it whole and ends; chat resume answers 204', async () => {
+  const sid = session('done');
+  const events = scenarios['text, tool, text'];
+  await post(server.base, sid, [...run(sid, events), end(sid, events.length + 2)]);
+  const r = await fetch(`${server.base}/v1/sessions/${sid}/messages/m1/ui-stream`);
+  const text = await r.text(); // the body ends: no hanging stream
+  const lines = text.split('\n').filter((l) => l.startsWith('data: '));
+  assert.deepEqual(JSON.parse(lines[0].slice(6)), { type: 'start', messageId: 'm1' });
+  assert.equal(JSON.parse(lines.at(-2).slice(6)).type, 'finish');
+  assert.equal(lines.at(-1), 'data: [DONE]');
+  const resume = await fetch(`${server.base}/v1/chat/${sid}/stream`);
+  assert.equal(resume.status, 204);
+});
+
+test('404 for an unknown message, 204 for a session with nothing streaming', async () => {
+  const sid = session('none');
+  const r = await fetch(`${server.base}/v1/sessions/${sid}/messages/nope/ui-stream`);
+  assert.equal(r.status, 404);
+  assert.equal(r.headers.get('content-type'), 'application/problem+json');
+  assert.equal((await r.json()).code, 'not_found');
+  assert.equal((await fetch(`${server.base}/v1/chat/${sid}/stream`)).status, 204);
+});
+
+/** A minimal ChatState, as a framework binding would provide. */
+class State {
+  status = 'ready';
+  error = undefined;
+  messages = [];
+  pushMessage = (m) => this.messages.push(m);
+  popMessage = () => this.messages.pop();
+  replaceMessage = (i, m) => {
+    this.messages[i] = m;
+  };
+  snapshot = (x) => structuredClone(x);
+}
+
+class TestChat extends AbstractChat {
+  constructor(options) {
+    super({ ...options, state: new State() });
+  }
+}
+
+test('useChat path: AbstractChat + DefaultChatTransport resume a running agent', async () => {
+  const sid = session('chat');
+  const events = scenarios['text, tool, text'];
+  const all = run(sid, events);
+  await post(server.base, sid, all.slice(0, 3));
+  const errors = [];
+  const chat = new TestChat({
+    id: sid,
+    transport: new DefaultChatTransport({ api: `${server.base}/v1/chat` }),
+    onError: (e) => errors.push(e),
+  });
+  const resumed = chat.resumeStream();
+  for (const e of all.slice(3)) await post(server.base, sid, e);
+  await post(server.base, sid, end(sid, events.length + 2));
+  await resumed;
+  assert.deepEqual(errors, []);
+  assert.equal(chat.status, 'ready');
+  assert.equal(chat.messages.length, 1);
+  assertSame(plain(chat.messages[0]), await ours(server.base, sid, 'm1'));
+
+  // Nothing streaming any more: resume is a no-op (204) and keeps the messages.
+  await chat.resumeStream();
+  assert.equal(chat.messages.length, 1);
+  assert.deepEqual(errors, []);
+});
+
+/** Read `count` frames of the session stream from cursor 0. */
+async function sessionFrames(base, sid, count) {
+  const r = await fetch(`${base}/v1/sessions/${sid}/stream?cursor=0`);
+  const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = '';
+  const frames = [];
+  while (frames.length < count) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += value;
+    let i;
+    while ((i = buf.indexOf('\n\n')) >= 0) {
+      const block = buf.slice(0, i);
+      buf = buf.slice(i + 2);
+      const data = block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('');
+      if (data) frames.push(JSON.parse(data));
+    }
+  }
+  await reader.cancel();
+  return frames;
+}
+
+test('session stream: delta chunks split by messageId rebuild the snapshot messages', async () => {
+  const sid = session('split');
+  const events = [
+    { id: `${sid}-u`, type: 'turn.submitted', turnId: 't1', payload: { text: 'Find the bug' } },
+    ...run(sid, [...scenarios['text, tool, text'], ...scenarios['artifact and evidence data parts']]),
+    { id: `${sid}-mate`, type: 'agent.spawned', agentId: 'researcher', turnId: 't1', payload: { role: 'researcher' } },
+    { id: `${sid}-mate-text`, type: 'text.delta', agentId: 'researcher', turnId: 't1', payload: { delta: 'Looking into it.' } },
+  ];
+  const out = await post(server.base, sid, [...events, end(sid, 99)]);
+  const frames = await sessionFrames(server.base, sid, out.cursor);
+  assert.equal(frames.length, out.cursor);
+  const byMessage = new Map();
+  for (const f of frames) {
+    for (const { messageId, chunk } of f.chunks) {
+      if (messageId === null) {
+        assert.ok(chunk.type.startsWith('data-'), 'session-level chunks are data parts');
+        continue;
+      }
+      if (!byMessage.has(messageId)) byMessage.set(messageId, []);
+      byMessage.get(messageId).push(chunk);
+    }
+  }
+  const snap = await snapshot(server.base, sid);
+  assert.equal(byMessage.size, snap.state.messages.length);
+  for (const message of snap.state.messages) {
+    // Through the SDK's own parser and schema, as an SSE body of this message's chunks.
+    const body = byMessage.get(message.id).map((ch) => `data: ${JSON.stringify(ch)}\n\n`).join('');
+    const validated = chunkStream(new Response(body).body);
+    const built = await build(validated);
+    assert.equal(built.id, message.id);
+    assert.deepEqual(built.parts, message.parts, `message ${message.id}`);
+  }
+  const mate = snap.state.messages.find((m) => m.agentId === 'researcher');
+  assert.ok(mate, 'the teammate keeps its own message');
+});
