@@ -16,6 +16,8 @@ PACE="${DEMO_PACE:-1}"
 RUN="run-1"
 TURN="turn-1"
 SEQ=0
+REPLY_FILE=$(mktemp)
+trap 'rm -f "$REPLY_FILE"' EXIT
 
 fail() { echo "demo: $*" >&2; exit 1; }
 
@@ -53,11 +55,10 @@ ev() {
   local body="{\"id\":\"demo-$SEQ\",\"type\":\"$type\",\"sessionId\":\"$SESSION\",\"runId\":\"$RUN\",\"turnId\":\"$TURN\",\"sequence\":$SEQ"
   [ -n "$fields" ] && body+=",$fields"
   body+="}"
-  local out code
-  out=$(curl -sS -o /dev/stderr -w '%{http_code}' -X POST "$BASE/v1/sessions/$SID/events" \
-    -H 'content-type: application/json' --data-binary "$body" 2>&1 >/dev/null) || true
-  code="${out: -3}"
-  [ "$code" = 200 ] || fail "POST $type failed ($code): ${out%???}"
+  local code
+  code=$(curl -sS -o "$REPLY_FILE" -w '%{http_code}' -X POST "$BASE/v1/sessions/$SID/events" \
+    -H 'content-type: application/json' --data-binary "$body") || code=000
+  [ "$code" = 200 ] || fail "POST $type failed ($code): $(cat "$REPLY_FILE" 2>/dev/null)"
   printf '  %-18s %s\n' "$type" "${3:-}"
 }
 
