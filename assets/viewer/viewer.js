@@ -576,7 +576,8 @@
     const st = V.state;
     if (dirty.header) renderHeader();
     if (!st) return;
-    const nearBottom = window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 120;
+    const sc = scroller();
+    const nearBottom = sc.top + sc.height >= sc.scrollHeight - 120;
     let transcriptChanged = false;
     if (dirty.all || dirty.messages.size) {
       renderTranscript(dirty.all ? null : dirty.messages);
@@ -586,7 +587,17 @@
     if (dirty.all || dirty.timeline) renderTimeline();
     dirty.all = dirty.panels = dirty.timeline = dirty.header = false;
     dirty.messages.clear();
-    if (transcriptChanged && nearBottom) window.scrollTo(0, document.documentElement.scrollHeight);
+    if (transcriptChanged && nearBottom) sc.toBottom();
+  }
+
+  /** The element that scrolls the transcript: its column, or the window on narrow screens. */
+  function scroller() {
+    const c = $('conversation');
+    if (c && getComputedStyle(c).overflowY === 'auto') {
+      return { top: c.scrollTop, height: c.clientHeight, scrollHeight: c.scrollHeight, toBottom: () => { c.scrollTop = c.scrollHeight; } };
+    }
+    const d = document.documentElement;
+    return { top: window.scrollY, height: window.innerHeight, scrollHeight: d.scrollHeight, toBottom: () => window.scrollTo(0, d.scrollHeight) };
   }
 
   const CONNECTION_LABELS = {
@@ -934,7 +945,8 @@
 
   function renderAgent(id, a) {
     const card = h('div', { class: 'agent', testid: 'teammate', dataset: { agentId: id } });
-    const initials = String((a && a.name) || id).replace(/[^A-Za-z0-9]/g, '').slice(0, 2).toUpperCase() || '?';
+    const words = String((a && a.name) || id).split(/[^A-Za-z0-9]+/).filter(Boolean);
+    const initials = (words.length > 1 ? words[0][0] + words[1][0] : (words[0] || '?').slice(0, 1)).toUpperCase();
     card.append(h('span', { class: 'avatar', 'aria-hidden': 'true', text: initials }));
     const main = h('div', { class: 'agent-main' });
     main.append(h('div', { class: 'agent-line' },
