@@ -36,6 +36,10 @@ pub struct Internal {
     pub hidden_reasoning_deltas: u64,
     /// Counter for `coding.blocks` / `permissions.blocks` ids.
     pub block_seq: u64,
+    /// The runtime's control URL, from the latest `session.opened` fact that
+    /// named one (`payload.controlUrl`). Internal topology: never shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_url: Option<String>,
 }
 
 /// The context of one `Projection::apply`.

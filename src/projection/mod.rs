@@ -138,6 +138,11 @@ impl Projection {
         self.state.messages.iter().find(|m| m.id == id)
     }
 
+    /// The runtime's control URL (from `session.opened`), if it named one.
+    pub fn control_url(&self) -> Option<&str> {
+        self.internal.control_url.as_deref()
+    }
+
     /// All messages, oldest first.
     pub fn messages(&self) -> &[Message] {
         &self.state.messages
@@ -194,7 +199,8 @@ fn dispatch(cx: &mut Ctx<'_>) {
         c if c.starts_with("permission.") || c.starts_with("sandbox.") => cx.on_permission(),
         "diagnostic.changed" | "runtime.error" | "model.failed" => cx.on_diagnostic_fact(),
         "snapshot.updated" | "messages.snapshot" | "state.snapshot" => cx.on_repair(),
-        // session.*, model.requested, plan.*, state.delta, metric.changed:
+        "session.opened" => cx.on_session_opened(),
+        // other session.*, model.requested, plan.*, state.delta, metric.changed:
         // timeline only for now.
         _ => {}
     }

@@ -122,6 +122,15 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// `session.opened`: remember where the runtime takes controls. A later
+    /// `session.opened` naming another URL replaces it; one naming none
+    /// keeps it.
+    pub fn on_session_opened(&mut self) {
+        if let Some(url) = self.pstr(&["controlUrl"]) {
+            self.int.control_url = Some(url);
+        }
+    }
+
     /// `turn.submitted`.
     pub fn on_submitted(&mut self) {
         self.int.turns.shift_remove(&self.turn_key());

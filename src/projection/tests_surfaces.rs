@@ -541,3 +541,24 @@ fn artifact_and_evidence_titles_prefer_their_own_names() {
     );
     r.assert_replay();
 }
+
+#[test]
+fn control_url_is_internal_and_checkpointed() {
+    let mut r = Run::new();
+    r.apply(F::new("e0", "session.opened"));
+    assert_eq!(r.p.control_url(), None);
+    let url = "http://runtime.internal:9000/controls";
+    // `session.created` is an alias of `session.opened`.
+    r.apply(F::new("e1", "session.created").p("controlUrl", json!(url)));
+    assert_eq!(r.p.control_url(), Some(url));
+    r.apply(F::new("e2", "session.opened"));
+    assert_eq!(r.p.control_url(), Some(url), "kept when not named again");
+    assert!(
+        !r.state().to_string().contains("runtime.internal"),
+        "the URL never reaches the snapshot"
+    );
+    let restored: Projection = serde_json::from_slice(&serde_json::to_vec(&r.p).unwrap()).unwrap();
+    assert_eq!(restored.control_url(), Some(url));
+    r.apply(F::new("e3", "session.opened").p("controlUrl", json!("http://b.test/c")));
+    assert_eq!(r.p.control_url(), Some("http://b.test/c"));
+}
