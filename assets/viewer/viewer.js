@@ -231,6 +231,7 @@
         break;
       default:
         if (typeof c.type === 'string' && c.type.startsWith('data-')) {
+          if (c.type === 'data-reconciliation') { applyReconciliation(c.data); break; }
           if (c.transient) break;
           const part = { type: c.type, data: c.data };
           if (c.id != null) part.id = c.id;
@@ -240,6 +241,22 @@
     }
     dirty.messages.add(messageId);
     return created;
+  }
+
+  /**
+   * A transient `data-reconciliation` chunk: a final text that differs from
+   * the streamed one wins ({messageId, partIndex, text, streamedText}). The
+   * AI SDK ignores transient chunks; the snapshot has the final text, so we
+   * apply it.
+   */
+  function applyReconciliation(d) {
+    if (!d) return;
+    const msg = findMessage(d.messageId);
+    const p = msg && msg.parts[d.partIndex];
+    if (p && (p.type === 'text' || p.type === 'reasoning') && typeof d.text === 'string') {
+      p.text = d.text;
+      dirty.messages.add(msg.id);
+    }
   }
 
   function upsertBy(list, key, value) {
@@ -253,17 +270,7 @@
     if (typeof c.type !== 'string' || !c.type.startsWith('data-')) return;
     const surface = c.type.slice(5);
     const st = V.state;
-    if (surface === 'reconciliation') {
-      // The final text wins: {messageId, partIndex, text, streamedText}.
-      const d = c.data || {};
-      const msg = findMessage(d.messageId);
-      const p = msg && msg.parts[d.partIndex];
-      if (p && (p.type === 'text' || p.type === 'reasoning') && typeof d.text === 'string') {
-        p.text = d.text;
-        dirty.messages.add(msg.id);
-      }
-      return;
-    }
+    if (surface === 'reconciliation') { applyReconciliation(c.data); return; }
     if (c.transient) return;
     const id = c.id;
     const data = c.data;
