@@ -12,8 +12,8 @@ use tracing::{debug, warn, Instrument};
 
 use super::registry::RegistryInner;
 use super::{
-    Command, IncomingEvent, IngestOutcome, MessageFeed, MessagePick, SessionError, Start,
-    Subscription, Warning,
+    Command, ControlTarget, IncomingEvent, IngestOutcome, MessageFeed, MessagePick, SessionError,
+    Start, Subscription, Warning,
 };
 use crate::event::Fact;
 use crate::frame::{self, SharedFrame};
@@ -233,6 +233,15 @@ impl Actor {
                     rx: self.feed.subscribe(),
                     meta: state.meta.clone(),
                 }));
+            }
+            Command::ControlTarget { action_id, reply } => {
+                let p = &state.projection;
+                let _ = reply.send(ControlTarget {
+                    control_url: p.control_url().map(str::to_string),
+                    action_status: action_id
+                        .and_then(|id| p.state().actions.get(&id))
+                        .map(|a| a.status.clone()),
+                });
             }
             Command::Delete { reply } => {
                 let ctx = self.registry.ctx.clone();

@@ -88,6 +88,16 @@ pub struct MessageFeed {
     pub meta: SessionMeta,
 }
 
+/// What relaying a control needs from a session's own actor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlTarget {
+    /// The runtime's control URL from the session's `session.opened` facts.
+    pub control_url: Option<String>,
+    /// The status (`pending | resolved`) of the action asked about; `None`
+    /// when none was asked or the projection has no such action.
+    pub action_status: Option<String>,
+}
+
 /// Errors an actor reports to its callers.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -119,6 +129,11 @@ pub enum Command {
     Message {
         pick: MessagePick,
         reply: oneshot::Sender<Option<MessageFeed>>,
+    },
+    /// The control URL and, when `action_id` is given, that action's status.
+    ControlTarget {
+        action_id: Option<String>,
+        reply: oneshot::Sender<ControlTarget>,
     },
     /// Delete the session's log, leaving a tombstone; live subscribers get
     /// `reset` + an empty `snapshot`.
@@ -188,6 +203,15 @@ impl SessionHandle {
     /// A message and the live feed after it; `None` when there is no such message.
     pub async fn message(&self, pick: MessagePick) -> Result<Option<MessageFeed>, SessionError> {
         self.call(|reply| Command::Message { pick, reply }).await
+    }
+
+    /// See [`Command::ControlTarget`].
+    pub async fn control_target(
+        &self,
+        action_id: Option<String>,
+    ) -> Result<ControlTarget, SessionError> {
+        self.call(|reply| Command::ControlTarget { action_id, reply })
+            .await
     }
 
     /// Delete the session (see [`Command::Delete`]).

@@ -14,8 +14,8 @@ use tokio_util::task::TaskTracker;
 
 use super::actor::Actor;
 use super::{
-    IncomingEvent, IngestOutcome, MessageFeed, MessagePick, SessionError, SessionHandle,
-    Subscription,
+    ControlTarget, IncomingEvent, IngestOutcome, MessageFeed, MessagePick, SessionError,
+    SessionHandle, Subscription,
 };
 use crate::frame::SharedFrame;
 use crate::projection::ProjectionConfig;
@@ -234,6 +234,20 @@ impl Registry {
             self.delete(id).await?;
         }
         Ok(ids.len())
+    }
+
+    /// A session's control URL and, when asked, an action's status, from
+    /// its actor (see [`crate::session::Command::ControlTarget`]).
+    pub async fn control_target(
+        &self,
+        id: &str,
+        action_id: Option<&str>,
+    ) -> Result<ControlTarget, SessionError> {
+        self.with_retry(id, |h| {
+            let action_id = action_id.map(str::to_string);
+            async move { h.control_target(action_id).await }
+        })
+        .await
     }
 
     /// The current snapshot frame of a session.
