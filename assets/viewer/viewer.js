@@ -233,8 +233,7 @@
         if (typeof c.type === 'string' && c.type.startsWith('data-')) {
           if (c.type === 'data-reconciliation') { applyReconciliation(c.data); break; }
           if (c.transient) break;
-          const part = { type: c.type, data: c.data };
-          if (c.id != null) part.id = c.id;
+          const part = c.id != null ? { type: c.type, id: c.id, data: c.data } : { type: c.type, data: c.data };
           const i = c.id == null ? -1 : parts.findIndex((p) => p.type === c.type && p.id === c.id);
           if (i >= 0) parts[i] = part; else parts.push(part);
         }
@@ -727,7 +726,10 @@
     const t = p.type || '';
     const key = m.id + ':' + idx;
     if (t === 'text') {
-      return h('div', { class: 'text-part' + (p.state === 'streaming' ? ' is-streaming' : ''), testid: 'text-part', text: p.text });
+      // Segments split around tools and cards often start or end with the
+      // space that joined them; that space is not content.
+      const text = p.state === 'streaming' ? p.text.replace(/^\s+/, '') : p.text.trim();
+      return h('div', { class: 'text-part' + (p.state === 'streaming' ? ' is-streaming' : ''), testid: 'text-part', text });
     }
     if (t === 'reasoning') {
       const d = keepOpen(h('details', { class: 'reasoning', testid: 'reasoning' }), key);

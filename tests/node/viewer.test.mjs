@@ -224,7 +224,7 @@ test('viewer: renders a session live, survives a network drop without duplicatin
     assert.equal(await messages.nth(0).getByTestId('text-part').textContent(), USER_TEXT);
     const assistant = messages.nth(1);
     const texts = await assistant.getByTestId('text-part').allTextContents();
-    assert.deepEqual(texts, [TEXT_1, TEXT_2], 'text, tools, text: two text segments in order');
+    assert.deepEqual(texts, [TEXT_1.trim(), TEXT_2], 'text, tools, text: two text segments in order');
     // Reasoning is collapsed.
     assert.equal(await assistant.getByTestId('reasoning').evaluate((d) => d.open), false);
 
@@ -269,7 +269,7 @@ test('viewer: renders a session live, survives a network drop without duplicatin
     const live = await post(server.base, sid, [ev('text.delta', { payload: { delta: ' Live one.' } })]);
     await cursorIs(live.cursor);
     await page.waitForFunction(
-      () => [...document.querySelectorAll('[data-testid=message]')[1].querySelectorAll('[data-testid=text-part]')].pop()?.textContent === ' Live one.',
+      () => [...document.querySelectorAll('[data-testid=message]')[1].querySelectorAll('[data-testid=text-part]')].pop()?.textContent === 'Live one.',
       null,
       { timeout: T },
     );
@@ -315,7 +315,7 @@ test('viewer: renders a session live, survives a network drop without duplicatin
     // The action card ended the text segment: the live text is a new part.
     assert.equal(lastText, ' Live one. Missed two. Missed three. After four.');
     const rendered = await page.getByTestId('transcript').textContent();
-    for (const piece of [TEXT_1, 'Live one.', 'Missed two.', 'Missed three.', 'After four.', TEAM_TEXT]) {
+    for (const piece of [TEXT_1.trim(), 'Live one.', 'Missed two.', 'Missed three.', 'After four.', TEAM_TEXT]) {
       assert.equal(count(rendered, piece), 1, `"${piece}" is rendered ${count(rendered, piece)} times`);
     }
     assert.equal(await page.getByTestId('cursor').textContent(), `cursor ${after.cursor}`);
@@ -363,7 +363,7 @@ test('viewer: renders a session live, survives a network drop without duplicatin
     assert.deepEqual(shape(await page.evaluate(() => JSON.parse(JSON.stringify(window.__viewer.state.messages)))), shape(finalSnap.messages));
     await page.waitForFunction(
       (f) => [...document.querySelectorAll('[data-testid=message]')[1].querySelectorAll('[data-testid=text-part]')].pop()?.textContent === f,
-      FINAL,
+      FINAL.trim(),
       { timeout: T },
     );
     assert.equal(count(await page.getByTestId('transcript').textContent(), 'Missed'), 0, 'the streamed text stayed after the final');
