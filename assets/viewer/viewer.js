@@ -356,11 +356,9 @@
 
   function onDelta(frame) {
     const cursor = Number(frame.cursor);
-    if (!V.state || V.awaitingSnapshot) {
-      // A delta before any snapshot can only follow a resumed cursor whose
-      // snapshot we dropped; the state would be wrong. Start over.
-      if (!V.state) V.state = emptyState();
-    }
+    // The server sends a snapshot first (and after every reset); a delta
+    // without one can only come from a resumed stream, so start empty.
+    if (!V.state) V.state = emptyState();
     if (!(cursor > V.lastCursor)) return; // already applied: no duplicated text
     let created = false;
     for (const { messageId, chunk } of frame.chunks || []) {

@@ -376,3 +376,31 @@ test('viewer: renders a session live, survives a network drop without duplicatin
     await context.close();
   }
 });
+
+test('viewer: a reset (session deleted) clears the page, then it follows the new incarnation', async (t) => {
+  if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+  const s = `${sid}-reset`;
+  const one = await post(server.base, s, [
+    { id: 'r1', type: 'run.started', runId: 'r' },
+    { id: 'r2', type: 'text.delta', runId: 'r', payload: { delta: 'Before the reset.' } },
+  ]);
+  const page = await browser.newPage();
+  try {
+    await page.goto(`${proxy.base}/?session=${encodeURIComponent(s)}`);
+    await page.waitForFunction((c) => window.__viewer?.lastCursor === c, one.cursor, { timeout: T });
+    await page.getByText('Before the reset.').waitFor({ timeout: T });
+    const epoch = await page.evaluate(() => window.__viewer.epoch);
+
+    const del = await fetch(`${server.base}/v1/sessions/${encodeURIComponent(s)}`, { method: 'DELETE' });
+    assert.ok(del.status < 300, `DELETE: ${del.status}`);
+    await page.waitForFunction((e) => window.__viewer.epoch !== e && window.__viewer.state.messages.length === 0, epoch, { timeout: T });
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid=message]').length === 0, null, { timeout: T });
+
+    const two = await post(server.base, s, [{ id: 'n1', type: 'text.delta', runId: 'r2', payload: { delta: 'After the reset.' } }]);
+    await page.waitForFunction((c) => window.__viewer.lastCursor === c, two.cursor, { timeout: T });
+    await page.getByText('After the reset.').waitFor({ timeout: T });
+    assert.equal(await page.getByText('Before the reset.').count(), 0);
+  } finally {
+    await page.close();
+  }
+});
