@@ -38,6 +38,7 @@ pub struct Config {
     pub stream: StreamConfig,
     pub http: HttpConfig,
     pub log: LogConfig,
+    pub controls: ControlsConfig,
 }
 
 /// `[ingest]`
@@ -89,6 +90,24 @@ pub struct StreamConfig {
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     pub cors_allowed_origins: Vec<String>,
+}
+
+/// `[controls]`: the relay of decisions and run controls to runtimes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlsConfig {
+    /// Control URL for sessions whose runtime named none; empty: none.
+    pub default_url: String,
+    /// Hosts (`host` or `host:port`) the relay may call; empty: none.
+    pub allowed_hosts: Vec<String>,
+    /// HMAC-SHA256 key that signs every relayed body.
+    pub signing_secret: String,
+    /// Timeout of one attempt (connect, send, response headers), in ms.
+    pub timeout_ms: u64,
+    /// Retries after the first attempt (connect errors, timeouts, 5xx).
+    pub max_retries: u32,
+    /// Wait before the first retry, in ms; doubles for each next one.
+    pub backoff_ms: u64,
 }
 
 /// `[log]`
@@ -188,6 +207,7 @@ impl Config {
                 "retention.max_events_per_session must be at least sessions.checkpoint_every",
             );
         }
+        crate::control::validate(&self.controls).map_err(ConfigError::Invalid)?;
         Ok(())
     }
 }

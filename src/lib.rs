@@ -12,6 +12,7 @@
 //! - [`frame`]: snapshot/delta/reset frames, encoded once and shared.
 //! - [`store`]: the per-session event log trait and its backends.
 //! - [`session`]: per-session actors and their registry.
+//! - [`control`]: the relay of decisions and run controls to runtimes.
 //! - [`stream`]: replay-then-live subscriptions; SSE and WebSocket transports.
 //! - [`http`]: routers, extractors, operations endpoints.
 //! - [`error`]: the problem+json error type.
@@ -22,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod control;
 pub mod error;
 pub mod event;
 pub mod frame;
@@ -116,11 +118,13 @@ pub async fn serve(
             shutdown.clone(),
         ));
     }
+    let relay = control::Relay::new(&cfg.controls)?;
     let state = http::AppState {
         registry: registry.clone(),
         cfg: Arc::new(cfg),
         shutdown: shutdown.clone(),
         metrics: metrics_handle(),
+        relay,
     };
     let app = http::router(state);
     let addr = listener.local_addr()?;

@@ -4,7 +4,7 @@
 use utoipa::OpenApi;
 
 use crate::error::{ProblemDoc, ProblemItem};
-use crate::http::{ingest, ops, sessions, streams};
+use crate::http::{controls, ingest, ops, sessions, streams};
 use crate::session::{IngestOutcome, Warning};
 
 #[derive(OpenApi)]
@@ -20,6 +20,8 @@ use crate::session::{IngestOutcome, Warning};
         sessions::delete_session,
         sessions::get_snapshot,
         sessions::get_events,
+        controls::post_action,
+        controls::post_control,
         streams::stream_sse,
         streams::stream_ws,
         streams::stream_message,
@@ -29,10 +31,11 @@ use crate::session::{IngestOutcome, Warning};
         ops::get_metrics,
         ops::get_openapi,
     ),
-    components(schemas(IngestOutcome, Warning, ProblemDoc, ProblemItem, sessions::EventsPage, sessions::LoggedEvent, sessions::SessionsPage, sessions::SessionSummary, sessions::Deleted, ops::Health)),
+    components(schemas(IngestOutcome, Warning, ProblemDoc, ProblemItem, sessions::EventsPage, sessions::LoggedEvent, sessions::SessionsPage, sessions::SessionSummary, sessions::Deleted, ops::Health, controls::ActionDecision, controls::Decision, controls::RunControl, controls::ControlType, controls::Relayed)),
     tags(
         (name = "ingest", description = "Runtimes post events"),
         (name = "sessions", description = "Snapshots and the event log"),
+        (name = "controls", description = "Decisions and run controls, relayed to the session's runtime"),
         (name = "streams", description = "Replay-then-live frame streams"),
         (name = "operations", description = "Health, readiness, metrics"),
     )

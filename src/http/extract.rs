@@ -60,6 +60,27 @@ impl<S: Send + Sync> FromRequestParts<S> for MessageId {
     }
 }
 
+/// An action id from the path (same rules as a session id).
+#[derive(Debug, Clone)]
+pub struct ActionId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ActionId {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let id = path_param(parts, state, "action_id").await?;
+        if !valid_session_id(&id) {
+            return Err(Problem::bad_request(
+                "invalid_action_id",
+                format!(
+                    "an action id is 1 to {MAX_SESSION_ID} printable characters without spaces"
+                ),
+            ));
+        }
+        Ok(ActionId(id))
+    }
+}
+
 impl<S: Send + Sync> FromRequestParts<S> for SessionId {
     type Rejection = Problem;
 

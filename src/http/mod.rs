@@ -2,6 +2,7 @@
 //! (request id, tracing span with the session id, CORS) and the JSON/404/405
 //! fallbacks as problem+json.
 
+pub mod controls;
 mod extract;
 pub mod ingest;
 pub mod ops;
@@ -24,7 +25,7 @@ use crate::config::Config;
 use crate::error::Problem;
 use crate::session::Registry;
 
-pub use extract::{MessageId, SessionId};
+pub use extract::{ActionId, MessageId, SessionId};
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -33,6 +34,8 @@ pub struct AppState {
     pub cfg: Arc<Config>,
     pub shutdown: CancellationToken,
     pub metrics: PrometheusHandle,
+    /// Relays decisions and run controls to runtimes.
+    pub relay: crate::control::Relay,
 }
 
 impl AppState {
@@ -49,6 +52,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(ingest::router())
         .merge(sessions::router())
+        .merge(controls::router())
         .merge(streams::router())
         .merge(ops::router())
         .merge(viewer::router())
