@@ -5,5 +5,6 @@ mod api;
 mod cli;
 mod common;
 mod conformance;
+mod controls;
 mod crash;
 mod packaging;
