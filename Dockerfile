@@ -19,6 +19,9 @@ RUN useradd --system --uid 10001 --user-group --home-dir /nonexistent --shell /u
     && mkdir -p /data && chown projector:projector /data
 COPY --from=build /src/target/release/agent-projector /usr/local/bin/agent-projector
 USER projector
+# Listening on all interfaces needs authentication: set PROJECTOR_AUTH__MODE=jwt
+# with a key (see docs/SECURITY.md), or run with --insecure-no-auth on a trusted
+# network; without either the server refuses to start and says why.
 ENV PROJECTOR_LISTEN=0.0.0.0:8080 \
     PROJECTOR_STORE=embedded \
     PROJECTOR_DATA_DIR=/data \

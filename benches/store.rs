@@ -93,6 +93,7 @@ fn registry(store: SharedLog, checkpoint_every: u64, stop: CancellationToken) ->
         store,
         RegistryConfig {
             projection: Default::default(),
+            max_live: 10_000,
             idle_evict: Duration::from_secs(3600),
             mailbox: 64,
             checkpoint_every,

@@ -38,7 +38,96 @@ pub struct Config {
     pub stream: StreamConfig,
     pub http: HttpConfig,
     pub log: LogConfig,
+    pub auth: AuthConfig,
+    pub limits: LimitsConfig,
     pub controls: ControlsConfig,
+}
+
+/// A secret string: serialises as itself, but `Debug` never shows it, so a
+/// logged config cannot leak it.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "\"\""
+        } else {
+            "[REDACTED]"
+        })
+    }
+}
+
+impl std::ops::Deref for Secret {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(s: &str) -> Self {
+        Secret(s.to_string())
+    }
+}
+
+impl From<String> for Secret {
+    fn from(s: String) -> Self {
+        Secret(s)
+    }
+}
+
+/// `[auth]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    pub mode: AuthMode,
+    /// Allow `mode = "none"` on a non-loopback address (flag `--insecure-no-auth`).
+    pub insecure_no_auth: bool,
+    pub hs256_secret: Secret,
+    pub public_keys: Vec<PublicKeyConfig>,
+    pub jwks_file: String,
+    pub cookie_name: String,
+    pub leeway_secs: u64,
+    pub audience: String,
+    pub issuer: String,
+}
+
+/// Whether requests need a token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    None,
+    Jwt,
+}
+
+/// One public key of `[[auth.public_keys]]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublicKeyConfig {
+    /// The `kid` tokens name in their header.
+    pub kid: String,
+    /// `RS256` or `ES256`.
+    pub alg: String,
+    /// A PEM file with the public key.
+    pub path: String,
+}
+
+/// `[limits]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub max_string_bytes: usize,
+    pub max_depth: usize,
+    pub ingest_events_per_sec_per_session: u64,
+    pub ingest_burst_per_session: u64,
+    pub ingest_events_per_sec_per_token: u64,
+    pub ingest_burst_per_token: u64,
+    pub max_subscribers_per_session: usize,
+    pub max_subscribers: usize,
+    pub max_live_sessions: usize,
+    pub ws_max_message_bytes: usize,
 }
 
 /// `[ingest]`
@@ -101,7 +190,7 @@ pub struct ControlsConfig {
     /// Hosts (`host` or `host:port`) the relay may call; empty: none.
     pub allowed_hosts: Vec<String>,
     /// HMAC-SHA256 key that signs every relayed body.
-    pub signing_secret: String,
+    pub signing_secret: Secret,
     /// Timeout of one attempt (connect, send, response headers), in ms.
     pub timeout_ms: u64,
     /// Retries after the first attempt (connect errors, timeouts, 5xx).
@@ -135,6 +224,15 @@ pub struct Overrides {
     pub store: Option<StoreKind>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
+    /// `--insecure-no-auth`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<AuthOverrides>,
+}
+
+/// Auth overrides from the command line.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AuthOverrides {
+    pub insecure_no_auth: bool,
 }
 
 /// A configuration that cannot be loaded or is invalid.
@@ -196,6 +294,12 @@ impl Config {
         }
         if self.sessions.mailbox == 0 || self.sessions.checkpoint_every == 0 {
             return bad("sessions.mailbox and sessions.checkpoint_every must be at least 1");
+        }
+        if self.limits.max_depth == 0 || self.limits.max_string_bytes == 0 {
+            return bad("limits.max_depth and limits.max_string_bytes must be at least 1");
+        }
+        if self.limits.ws_max_message_bytes < 1024 {
+            return bad("limits.ws_max_message_bytes must be at least 1024");
         }
         if self.retention.max_age_secs > 0 && self.retention.sweep_secs == 0 {
             return bad(
@@ -309,6 +413,23 @@ mod tests {
         assert_eq!(c.stream.heartbeat_secs, 3);
         assert_eq!(c.retention.max_events_per_session, 5000);
         assert_eq!(c.http.cors_allowed_origins, vec!["http://a.test"]);
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug_output() {
+        let c = Config::load(
+            None,
+            env(&[
+                ("PROJECTOR_AUTH__HS256_SECRET", "s3cr3t-value"),
+                ("PROJECTOR_CONTROLS__SIGNING_SECRET", "other-s3cr3t"),
+            ]),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(&*c.auth.hs256_secret, "s3cr3t-value");
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(shown.contains("[REDACTED]"));
     }
 
     #[test]

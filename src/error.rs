@@ -55,6 +55,8 @@ pub struct Problem {
     pub code: Cow<'static, str>,
     pub errors: Vec<ProblemItem>,
     pub retry_after: Option<u64>,
+    /// Send `WWW-Authenticate: Bearer` (401s).
+    pub www_authenticate: bool,
 }
 
 impl Serialize for Problem {
@@ -91,6 +93,7 @@ impl Problem {
             code: code.into(),
             errors: Vec::new(),
             retry_after: None,
+            www_authenticate: false,
         }
     }
 
@@ -186,6 +189,10 @@ impl IntoResponse for Problem {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/problem+json"),
         );
+        if self.www_authenticate {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         if let Some(secs) = self.retry_after {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));

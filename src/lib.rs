@@ -91,6 +91,21 @@ pub async fn run(
     serve(cfg, store, listener, shutdown).await
 }
 
+/// Refuse to serve without authentication on a non-loopback address,
+/// unless explicitly allowed.
+fn check_exposure(cfg: &Config, addr: std::net::SocketAddr) -> anyhow::Result<()> {
+    if cfg.auth.mode == config::AuthMode::None
+        && !addr.ip().is_loopback()
+        && !cfg.auth.insecure_no_auth
+    {
+        anyhow::bail!(
+            "refusing to listen on {addr} without authentication: set auth.mode = \"jwt\" \
+             (PROJECTOR_AUTH__MODE=jwt with a key), or pass --insecure-no-auth for a trusted network"
+        );
+    }
+    Ok(())
+}
+
 /// [`run`] with a store the caller opened.
 pub async fn serve(
     cfg: Config,
@@ -98,10 +113,18 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    check_exposure(&cfg, listener.local_addr()?)?;
+    let auth = Arc::new(http::auth::Authenticator::from_config(&cfg.auth)?);
+    if cfg.auth.mode == config::AuthMode::None {
+        tracing::warn!(
+            "auth.mode = none: every client may read, publish and control every session"
+        );
+    }
     let registry = Registry::new(
         store,
         RegistryConfig {
             projection: cfg.projection.clone(),
+            max_live: cfg.limits.max_live_sessions,
             idle_evict: Duration::from_secs(cfg.sessions.idle_evict_secs),
             mailbox: cfg.sessions.mailbox,
             checkpoint_every: cfg.sessions.checkpoint_every,
@@ -120,6 +143,8 @@ pub async fn serve(
     }
     let relay = control::Relay::new(&cfg.controls)?;
     let state = http::AppState {
+        auth,
+        limits: Arc::new(http::limits::Limiter::new(&cfg.limits)),
         registry: registry.clone(),
         cfg: Arc::new(cfg),
         shutdown: shutdown.clone(),

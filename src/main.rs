@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use agent_projector::config::{Config, LogFormat, Overrides, StoreKind};
+use agent_projector::config::{AuthOverrides, Config, LogFormat, Overrides, StoreKind};
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -32,6 +32,9 @@ struct Cli {
     /// Data directory of the embedded store [env: PROJECTOR_DATA_DIR] [default: ./data].
     #[arg(long, global = true)]
     data_dir: Option<PathBuf>,
+    /// Serve without authentication on a non-loopback address (auth.mode = "none").
+    #[arg(long, global = true)]
+    insecure_no_auth: bool,
     #[command(subcommand)]
     command: Option<Cmd>,
 }
@@ -65,6 +68,9 @@ fn main() -> ExitCode {
             StoreArg::Embedded => StoreKind::Embedded,
         }),
         data_dir: cli.data_dir.clone(),
+        auth: cli.insecure_no_auth.then_some(AuthOverrides {
+            insecure_no_auth: true,
+        }),
     };
     let cfg = match Config::load(cli.config.as_deref(), std::env::vars(), &overrides) {
         Ok(c) => c,

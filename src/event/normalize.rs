@@ -19,6 +19,8 @@ pub mod code {
     pub const SEQUENCE_GAP: &str = "sequence_gap";
     pub const SECRET_LEAK_RISK: &str = "secret_leak_risk";
     pub const LARGE_PAYLOAD_INLINE: &str = "large_payload_inline";
+    pub const TOO_DEEP: &str = "too_deep";
+    pub const STRING_TOO_LONG: &str = "string_too_long";
 }
 
 /// One finding about one event: an error (rejects the batch) or a warning.
@@ -47,6 +49,10 @@ pub struct Limits {
     pub inline_payload_bytes: usize,
     /// Payload JSON text above this is rejected (`large_payload_inline`, 413).
     pub hard_payload_bytes: usize,
+    /// Longest string (or key) anywhere in an event, in bytes (`string_too_long`).
+    pub max_string_bytes: usize,
+    /// Deepest nesting of arrays and objects (`too_deep`).
+    pub max_depth: usize,
 }
 
 impl Default for Limits {
@@ -54,7 +60,49 @@ impl Default for Limits {
         Limits {
             inline_payload_bytes: 32_000,
             hard_payload_bytes: 1_048_576,
+            max_string_bytes: 262_144,
+            max_depth: 64,
         }
+    }
+}
+
+/// The first place where `v` breaks the string or depth limit.
+fn check_shape(v: &Value, path: &mut String, depth: usize, limits: &Limits) -> Option<Issue> {
+    let long = |len: usize, path: &str| {
+        (len > limits.max_string_bytes).then(|| {
+            Issue::new(
+                code::STRING_TOO_LONG,
+                path,
+                format!(
+                    "a string of {len} bytes; the limit is {} (send large bodies as refs)",
+                    limits.max_string_bytes
+                ),
+            )
+        })
+    };
+    match v {
+        Value::String(s) => long(s.len(), path),
+        Value::Array(_) | Value::Object(_) if depth >= limits.max_depth => Some(Issue::new(
+            code::TOO_DEEP,
+            path.clone(),
+            format!("nested deeper than {} levels", limits.max_depth),
+        )),
+        Value::Array(items) => items.iter().enumerate().find_map(|(i, it)| {
+            let len = path.len();
+            path.push_str(&format!("/{i}"));
+            let r = check_shape(it, path, depth + 1, limits);
+            path.truncate(len);
+            r
+        }),
+        Value::Object(m) => m.iter().find_map(|(k, it)| {
+            let len = path.len();
+            path.push('/');
+            path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+            let r = long(k.len(), path).or_else(|| check_shape(it, path, depth + 1, limits));
+            path.truncate(len);
+            r
+        }),
+        _ => None,
     }
 }
 
@@ -121,6 +169,9 @@ const OTHER_KNOWN: &[&str] = &["id", "type", "eventClass", "sequence", "payload"
 
 /// Normalise one event. `index` is only used for messages.
 pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> {
+    if let Some(issue) = check_shape(&raw, &mut String::new(), 0, limits) {
+        return Err(vec![issue]);
+    }
     let Value::Object(mut obj) = raw else {
         return Err(vec![Issue::new(
             code::SCHEMA_MISMATCH,
@@ -158,6 +209,29 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
             code::SECRET_LEAK_RISK,
             p,
             "credential-like key; its value was redacted before storage",
+        ));
+    }
+    // Refs that are local absolute paths or URLs carrying credentials are dropped.
+    let mut dropped = Vec::new();
+    if let Some(v) = obj.get_mut("payload") {
+        dropped.extend(redact::drop_unsafe_refs(v, "/payload", false));
+    }
+    for key in ["refs", "refIds", "artifactRefs", "evidenceRefs"] {
+        if let Some(v) = obj.get_mut(key) {
+            dropped.extend(redact::drop_unsafe_refs(v, &format!("/{key}"), true));
+        }
+    }
+    if let Some(Value::String(r)) = obj.get("rawEventRef") {
+        if redact::unsafe_ref(r).is_some() {
+            obj.remove("rawEventRef");
+            dropped.push("/rawEventRef".to_string());
+        }
+    }
+    for p in dropped {
+        warnings.push(Issue::new(
+            code::SECRET_LEAK_RISK,
+            p,
+            "a local absolute path or a URL with credentials; the ref was dropped before storage",
         ));
     }
 
@@ -217,7 +291,8 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
 
     let mut ids = ScopeIds::default();
     {
-        let mut s = |key: &str| take_str(&mut obj, key, &mut errors);
+        // An empty id is no id: `missing_scope_id` applies as if it were absent.
+        let mut s = |key: &str| take_str(&mut obj, key, &mut errors).filter(|v| !v.is_empty());
         ids.runtime_id = s("runtimeId");
         ids.session_id = s("sessionId");
         ids.thread_id = s("threadId");
@@ -716,6 +791,8 @@ mod tests {
             assert_eq!(e[0].code, code::MISSING_SCOPE_ID, "{v}");
         }
         ok(json!({"type": "artifact.changed", "artifactRefs": ["a"]}));
+        let e = err(json!({"type": "tool.started", "toolCallId": ""}));
+        assert_eq!(e[0].code, code::MISSING_SCOPE_ID, "an empty id is no id");
         ok(json!({"eventClass": "handoff.requested", "payload": {"handoffId": "h"}}));
         ok(json!({"eventClass": "tool.catalog.resolved"}));
     }
@@ -734,10 +811,22 @@ mod tests {
     }
 
     #[test]
+    fn unsafe_refs_are_dropped_with_warnings() {
+        let n = ok(json!({"type": "tool.result", "toolCallId": "t",
+            "refIds": ["out-1", "/home/ana/out.log"],
+            "payload": {"outputRef": "https://x.test/o?token=abc"}}));
+        assert_eq!(n.fact.ref_ids, vec!["out-1"]);
+        assert_eq!(n.fact.payload["outputRef"], Value::Null);
+        let paths: Vec<_> = n.warnings.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(paths, vec!["/payload/outputRef", "/refIds/1"]);
+    }
+
+    #[test]
     fn payload_limits() {
         let limits = Limits {
             inline_payload_bytes: 100,
             hard_payload_bytes: 1000,
+            ..Limits::default()
         };
         let big = "x".repeat(200);
         let n = normalize(json!({"type": "x.y", "payload": {"b": big}}), &limits).unwrap();
@@ -745,6 +834,40 @@ mod tests {
         let huge = "x".repeat(2000);
         let e = normalize(json!({"type": "x.y", "payload": {"b": huge}}), &limits).unwrap_err();
         assert_eq!(e[0].code, code::LARGE_PAYLOAD_INLINE);
+    }
+
+    #[test]
+    fn string_and_depth_limits() {
+        let limits = Limits {
+            max_string_bytes: 10,
+            max_depth: 3,
+            ..Limits::default()
+        };
+        let e = normalize(
+            json!({"type": "a.b", "payload": {"x": "01234567890"}}),
+            &limits,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e[0].code, e[0].path.as_str()),
+            (code::STRING_TOO_LONG, "/payload/x")
+        );
+        let e = normalize(
+            json!({"type": "a.b", "payload": {"a": {"b": [1]}}}),
+            &limits,
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e[0].code, e[0].path.as_str()),
+            (code::TOO_DEEP, "/payload/a/b")
+        );
+        let e = normalize(
+            json!({"type": "a.b", "payload": {"kkkkkkkkkkkk": 1}}),
+            &limits,
+        )
+        .unwrap_err();
+        assert_eq!(e[0].code, code::STRING_TOO_LONG, "keys count too");
+        assert!(normalize(json!({"type": "a.b", "payload": {"a": {"b": 1}}}), &limits).is_ok());
     }
 
     #[test]

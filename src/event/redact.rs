@@ -12,6 +12,59 @@
 
 use serde_json::Value;
 
+/// Why a ref must not be stored, if it must not: a local absolute path
+/// (seed 000: only capability refs, never local paths) or a URL that carries
+/// credentials (user info, or a credential-like query parameter).
+pub fn unsafe_ref(r: &str) -> Option<&'static str> {
+    let t = r.trim();
+    let lower = t.to_ascii_lowercase();
+    let windows_drive = t.len() > 2
+        && t.as_bytes()[0].is_ascii_alphabetic()
+        && t.as_bytes()[1] == b':'
+        && (t.as_bytes()[2] == b'\\' || t.as_bytes()[2] == b'/');
+    if t.starts_with('/')
+        || t.starts_with("~/")
+        || t.starts_with("\\\\")
+        || windows_drive
+        || lower.starts_with("file:")
+    {
+        return Some("a local absolute path");
+    }
+    if let Some((scheme, rest)) = t.split_once("://") {
+        if scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '+' || c == '-' || c == '.')
+        {
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+            if authority.contains('@') {
+                return Some("a URL with credentials in it");
+            }
+            if let Some((_, query)) = rest.split_once('?') {
+                let query = query.split('#').next().unwrap_or("");
+                for pair in query.split('&') {
+                    let key = pair.split('=').next().unwrap_or("");
+                    let k = key.to_ascii_lowercase();
+                    if is_secret_key(key)
+                        || matches!(
+                            k.as_str(),
+                            "sig"
+                                | "signature"
+                                | "x-amz-signature"
+                                | "x-amz-credential"
+                                | "x-goog-signature"
+                                | "code"
+                                | "key"
+                        )
+                    {
+                        return Some("a URL with a credential in its query");
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
 /// The replacement value.
 pub const REDACTED: &str = "[REDACTED]";
 
@@ -97,6 +150,60 @@ fn walk(value: &mut Value, path: &str, hits: &mut Vec<String>) {
     }
 }
 
+/// True for keys that hold refs: `*Ref`, `*Refs`, `*Url`, `*Uri`, `url`, `uri`.
+fn is_ref_key(key: &str) -> bool {
+    let w = words(key);
+    matches!(
+        w.last().map(String::as_str),
+        Some("ref" | "refs" | "url" | "urls" | "uri" | "uris" | "href")
+    )
+}
+
+/// Drop unsafe refs from a JSON value: strings under ref-like keys (and,
+/// with `all_strings`, every string) that [`unsafe_ref`] rejects are removed
+/// (array elements) or nulled (object values). Returns the paths dropped.
+pub fn drop_unsafe_refs(v: &mut Value, base: &str, all_strings: bool) -> Vec<String> {
+    let mut hits = Vec::new();
+    walk_refs(v, base, all_strings, &mut hits);
+    hits
+}
+
+fn walk_refs(v: &mut Value, path: &str, here: bool, hits: &mut Vec<String>) {
+    match v {
+        Value::Object(map) => {
+            for (k, val) in map.iter_mut() {
+                let p = format!("{path}/{}", k.replace('~', "~0").replace('/', "~1"));
+                let refy = here || is_ref_key(k);
+                match val {
+                    Value::String(s) if refy && unsafe_ref(s).is_some() => {
+                        *val = Value::Null;
+                        hits.push(p);
+                    }
+                    _ => walk_refs(val, &p, refy, hits),
+                }
+            }
+        }
+        Value::Array(items) => {
+            let mut idx = 0;
+            items.retain_mut(|it| {
+                let p = format!("{path}/{idx}");
+                idx += 1;
+                match it {
+                    Value::String(s) if here && unsafe_ref(s).is_some() => {
+                        hits.push(p);
+                        false
+                    }
+                    _ => {
+                        walk_refs(it, &p, here, hits);
+                        true
+                    }
+                }
+            });
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,6 +241,55 @@ mod tests {
             "authorName",
         ] {
             assert!(!is_secret_key(k), "{k} must not be flagged");
+        }
+    }
+
+    #[test]
+    fn drops_unsafe_refs_under_ref_keys_only() {
+        let mut v = json!({
+            "outputRef": "/home/ana/out.log",
+            "path": "/workspace/src/a.rs",
+            "attachments": [{"url": "https://u:p@x.test/a", "name": "a"}],
+            "sourceUrls": ["https://ok.test/a", "file:///etc/passwd"]
+        });
+        let hits = drop_unsafe_refs(&mut v, "/payload", false);
+        assert_eq!(
+            hits,
+            vec![
+                "/payload/outputRef",
+                "/payload/attachments/0/url",
+                "/payload/sourceUrls/1"
+            ]
+        );
+        assert_eq!(v["path"], "/workspace/src/a.rs", "a file path is not a ref");
+        assert_eq!(v["sourceUrls"], json!(["https://ok.test/a"]));
+        let mut refs = json!(["artifact://a", "/tmp/x"]);
+        assert_eq!(drop_unsafe_refs(&mut refs, "/refs", true), vec!["/refs/1"]);
+    }
+
+    #[test]
+    fn unsafe_refs() {
+        for r in [
+            "/home/ana/secret.pdf",
+            "~/notes.txt",
+            "C:\\Users\\ana\\a.doc",
+            "file:///etc/passwd",
+            "https://user:pw@example.com/a",
+            "https://s3.example.com/b?X-Amz-Signature=abc&X-Amz-Credential=x",
+            "https://api.example.com/x?access_token=abc",
+            "https://api.example.com/x?api_key=abc",
+        ] {
+            assert!(unsafe_ref(r).is_some(), "{r} must be dropped");
+        }
+        for r in [
+            "artifact://fixture/src-app",
+            "upload://u1",
+            "https://example.com/docs?page=2",
+            "output_fixture_test_log",
+            "src/App.tsx",
+            "evidence://fixture/hint",
+        ] {
+            assert_eq!(unsafe_ref(r), None, "{r} is a fine ref");
         }
     }
 

@@ -16,6 +16,7 @@ use serde_json::Value;
 use tracing::instrument;
 use utoipa::ToSchema;
 
+use super::auth::{Caller, Scope};
 use super::{ActionId, AppState, SessionId};
 use crate::control::{self, Kind, Outgoing, RelayError, TargetError};
 use crate::error::{Problem, ProblemDoc};
@@ -129,11 +130,13 @@ pub struct Relayed {
 #[instrument(skip_all, fields(session_id = %session.0, action_id = %action.0))]
 pub async fn post_action(
     State(st): State<AppState>,
+    caller: Caller,
     session: SessionId,
     action: ActionId,
     body: Body,
 ) -> Response {
     let result = async {
+        caller.require(Scope::Control, Some(&session.0))?;
         let bytes = read_body(body).await?;
         let out = control::action_request(&session.0, &action.0, &bytes)
             .map_err(|e| invalid("invalid_decision", "Invalid decision", e))?;
@@ -186,8 +189,14 @@ pub async fn post_action(
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]
-pub async fn post_control(State(st): State<AppState>, session: SessionId, body: Body) -> Response {
+pub async fn post_control(
+    State(st): State<AppState>,
+    caller: Caller,
+    session: SessionId,
+    body: Body,
+) -> Response {
     let result = async {
+        caller.require(Scope::Control, Some(&session.0))?;
         let bytes = read_body(body).await?;
         let out = control::control_request(&session.0, &bytes)
             .map_err(|e| invalid("invalid_control", "Invalid control", e))?;

@@ -10,6 +10,7 @@ use axum::{Json, Router};
 use serde_json::Value;
 use tracing::instrument;
 
+use super::auth::{Caller, Scope};
 use super::{AppState, SessionId};
 use crate::error::{Problem, ProblemDoc, ProblemItem};
 use crate::event::body::{self, BodyError, BodyFormat};
@@ -64,17 +65,22 @@ fn body_format(headers: &HeaderMap) -> Result<BodyFormat, Problem> {
         (status = 400, description = "Unparseable body", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 413, description = "Body, batch or payload too large", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 415, description = "Wrong content type", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 401, description = "Missing, invalid or expired token", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 403, description = "The token may not publish to this session", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 422, description = "Invalid event; nothing of the batch applied", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 429, description = "Ingest rate limit; see Retry-After", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 503, description = "Store unavailable or shutting down; nothing applied", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn post_events(
     State(st): State<AppState>,
+    caller: Caller,
     session: SessionId,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<IngestOutcome>, Problem> {
+    caller.require(Scope::Publish, Some(&session.0))?;
     let format = body_format(&headers)?;
     let limits = &st.cfg.ingest;
     let too_large = || {
@@ -126,9 +132,13 @@ pub async fn post_events(
             ),
         ));
     }
+    st.limits
+        .ingest(&session.0, caller.token_key(), values.len())?;
     let norm_limits = Limits {
         inline_payload_bytes: limits.inline_payload_bytes,
         hard_payload_bytes: limits.hard_payload_bytes,
+        max_string_bytes: st.cfg.limits.max_string_bytes,
+        max_depth: st.cfg.limits.max_depth,
     };
     let mut events = Vec::with_capacity(values.len());
     let mut errors = Vec::new();

@@ -2,9 +2,11 @@
 //! (request id, tracing span with the session id, CORS) and the JSON/404/405
 //! fallbacks as problem+json.
 
+pub mod auth;
 pub mod controls;
 mod extract;
 pub mod ingest;
+pub mod limits;
 pub mod ops;
 pub mod sessions;
 pub mod streams;
@@ -30,6 +32,8 @@ pub use extract::{ActionId, MessageId, SessionId};
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
+    pub auth: Arc<auth::Authenticator>,
+    pub limits: Arc<limits::Limiter>,
     pub registry: Registry,
     pub cfg: Arc<Config>,
     pub shutdown: CancellationToken,

@@ -8,6 +8,7 @@ use axum::{Json, Router};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use super::auth::{Caller, Scope};
 use super::AppState;
 use crate::error::{Problem, ProblemDoc};
 
@@ -52,14 +53,15 @@ pub async fn get_readyz(State(st): State<AppState>) -> Result<Json<Health>, Prob
 /// Prometheus metrics in the text exposition format.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text", body = String, content_type = "text/plain")))]
-pub async fn get_metrics(State(st): State<AppState>) -> Response {
+pub async fn get_metrics(State(st): State<AppState>, caller: Caller) -> Result<Response, Problem> {
+    caller.require(Scope::Admin, None)?;
     metrics::gauge!("projector_sessions_in_registry").set(st.registry.live() as f64);
     let mut resp = (StatusCode::OK, st.metrics.render()).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4"),
     );
-    resp
+    Ok(resp)
 }
 
 /// This API's OpenAPI document.

@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use tracing::instrument;
 use utoipa::{IntoParams, ToSchema};
 
+use super::auth::{Caller, Scope};
 use super::extract::Q;
 use super::{AppState, SessionId};
 use crate::error::{Problem, ProblemDoc};
@@ -84,8 +85,10 @@ fn rfc3339(ms: u64) -> Option<String> {
 )]
 pub async fn list_sessions(
     State(st): State<AppState>,
+    caller: Caller,
     Q(q): Q<ListQuery>,
 ) -> Result<Json<SessionsPage>, Problem> {
+    caller.require(Scope::Admin, None)?;
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let mut rows = st
         .registry
@@ -141,8 +144,10 @@ pub struct Deleted {
 #[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn delete_session(
     State(st): State<AppState>,
+    caller: Caller,
     session: SessionId,
 ) -> Result<Json<Deleted>, Problem> {
+    caller.require(Scope::Admin, Some(&session.0))?;
     let meta = st.registry.delete(&session.0).await?;
     Ok(Json(Deleted {
         session_id: session.0,
@@ -166,8 +171,10 @@ pub async fn delete_session(
 #[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn get_snapshot(
     State(st): State<AppState>,
+    caller: Caller,
     session: SessionId,
 ) -> Result<Response, Problem> {
+    caller.require(Scope::Subscribe, Some(&session.0))?;
     let (_, frame) = st.registry.snapshot(&session.0).await?;
     let mut resp = frame.json.clone().into_response();
     resp.headers_mut().insert(
@@ -227,9 +234,11 @@ pub struct EventsPage {
 #[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn get_events(
     State(st): State<AppState>,
+    caller: Caller,
     session: SessionId,
     Q(q): Q<EventsQuery>,
 ) -> Result<Json<EventsPage>, Problem> {
+    caller.require(Scope::Subscribe, Some(&session.0))?;
     let limit = q.limit.unwrap_or(100).clamp(1, 1000);
     let after = q.after.unwrap_or(0);
     let store = st.registry.store();

@@ -14,9 +14,16 @@ use serde::Deserialize;
 use tracing::instrument;
 use utoipa::IntoParams;
 
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+
+use super::auth::{Caller, Scope};
 use super::extract::Q;
+use super::limits::SubscriberSlot;
 use super::{AppState, MessageId, SessionId};
 use crate::error::{Problem, ProblemDoc};
+use crate::frame::SharedFrame;
 use crate::session::MessagePick;
 use crate::stream::{self, sse, ui, ws, From};
 
@@ -48,9 +55,12 @@ pub(super) fn router() -> Router<AppState> {
 #[instrument(skip_all, fields(session_id = %session.0, message_id = %message.0))]
 pub async fn stream_message(
     State(st): State<AppState>,
+    caller: Caller,
     session: SessionId,
     message: MessageId,
 ) -> Result<Response, Problem> {
+    caller.require(Scope::Subscribe, Some(&session.0))?;
+    let slot = st.limits.subscribe(&session.0)?;
     let feed = st
         .registry
         .message(&session.0, MessagePick::Id(message.0.clone()))
@@ -61,13 +71,32 @@ pub async fn stream_message(
                 session.0, message.0
             ))
         })?;
+    Ok(ui_response(&st, &caller, session.0, feed, slot))
+}
+
+/// An AI SDK stream response that ends when the caller's token expires.
+fn ui_response(
+    st: &AppState,
+    caller: &Caller,
+    session: String,
+    feed: crate::session::MessageFeed,
+    slot: SubscriberSlot,
+) -> Response {
     let bytes = ui::message_stream(
         st.registry.clone(),
-        session.0,
+        session,
         feed,
         st.cfg.stream.replay_page,
     );
-    Ok(ui::response(bytes, st.heartbeat(), st.shutdown.clone()))
+    let farewell = vec![
+        bytes::Bytes::from_static(b"data: {\"type\":\"abort\",\"reason\":\"token expired\"}\n\n"),
+        bytes::Bytes::from_static(b"data: [DONE]\n\n"),
+    ];
+    let bytes = stream::until_expiry(bytes, caller.exp, farewell).map(move |b| {
+        let _ = &slot;
+        b
+    });
+    ui::response(bytes, st.heartbeat(), st.shutdown.clone())
 }
 
 /// `useChat` resume: the session's assistant message that is still
@@ -85,22 +114,17 @@ pub async fn stream_message(
 #[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn resume_chat(
     State(st): State<AppState>,
+    caller: Caller,
     session: SessionId,
 ) -> Result<Response, Problem> {
+    caller.require(Scope::Subscribe, Some(&session.0))?;
+    let slot = st.limits.subscribe(&session.0)?;
     match st
         .registry
         .message(&session.0, MessagePick::Streaming)
         .await?
     {
-        Some(feed) => {
-            let bytes = ui::message_stream(
-                st.registry.clone(),
-                session.0,
-                feed,
-                st.cfg.stream.replay_page,
-            );
-            Ok(ui::response(bytes, st.heartbeat(), st.shutdown.clone()))
-        }
+        Some(feed) => Ok(ui_response(&st, &caller, session.0, feed, slot)),
         None => Ok(StatusCode::NO_CONTENT.into_response()),
     }
 }
@@ -140,20 +164,32 @@ fn start(headers: &HeaderMap, q: StreamQuery) -> Result<From, Problem> {
     })
 }
 
-/// The session's frames from where the request asks to start.
+/// The session's frames from where the request asks to start, for an
+/// authorised caller within the stream limits; they end with a `reset`
+/// (reason `token_expired`) when the caller's token expires.
 fn frames(
     st: &AppState,
+    caller: &Caller,
     session: SessionId,
     headers: &HeaderMap,
     q: StreamQuery,
-) -> Result<impl futures_util::Stream<Item = crate::frame::SharedFrame> + Send + 'static, Problem> {
+) -> Result<impl futures_util::Stream<Item = SharedFrame> + Send + 'static, Problem> {
+    caller.require(Scope::Subscribe, Some(&session.0))?;
     let from = start(headers, q)?;
-    Ok(stream::frames(
+    let slot = st.limits.subscribe(&session.0)?;
+    let frames = stream::frames(
         st.registry.clone(),
         session.0,
         from,
         st.cfg.stream.replay_page,
-    ))
+    );
+    let farewell = vec![Arc::new(crate::frame::reset("token_expired"))];
+    Ok(
+        stream::until_expiry(frames, caller.exp, farewell).map(move |f| {
+            let _ = &slot;
+            f
+        }),
+    )
 }
 
 /// Server-Sent Events: `id: <cursor>`, `event: snapshot|delta|reset`, `data: <frame JSON>`.
@@ -174,11 +210,12 @@ fn frames(
 #[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn stream_sse(
     State(st): State<AppState>,
+    caller: Caller,
     session: SessionId,
     headers: HeaderMap,
     Q(q): Q<StreamQuery>,
 ) -> Result<Response, Problem> {
-    let frames = frames(&st, session, &headers, q)?;
+    let frames = frames(&st, &caller, session, &headers, q)?;
     Ok(sse::response(frames, st.heartbeat(), st.shutdown.clone()))
 }
 
@@ -196,17 +233,18 @@ pub async fn stream_sse(
 #[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn stream_ws(
     State(st): State<AppState>,
+    caller: Caller,
     session: SessionId,
     headers: HeaderMap,
     Q(q): Q<StreamQuery>,
     upgrade: WebSocketUpgrade,
 ) -> Result<Response, Problem> {
-    let frames = frames(&st, session, &headers, q)?;
+    let frames = frames(&st, &caller, session, &headers, q)?;
     let heartbeat = st.heartbeat();
     let shutdown = st.shutdown.clone();
     // The socket is a read-only feed: clients have nothing large to send.
     Ok(upgrade
-        .max_message_size(ws::MAX_CLIENT_MESSAGE)
-        .max_frame_size(ws::MAX_CLIENT_MESSAGE)
+        .max_message_size(st.cfg.limits.ws_max_message_bytes)
+        .max_frame_size(st.cfg.limits.ws_max_message_bytes)
         .on_upgrade(move |socket| ws::serve(socket, frames, heartbeat, shutdown)))
 }

@@ -120,6 +120,14 @@ impl Actor {
             tokio::select! {
                 cmd = self.rx.recv() => {
                     let Some(cmd) = cmd else { break };
+                    if let Command::EvictIfIdle = cmd {
+                        if self.feed.receiver_count() == 0 {
+                            debug!("evicting to stay under sessions in memory limit");
+                            metrics::counter!("projector_sessions_evicted_total", "why" => "limit").increment(1);
+                            break;
+                        }
+                        continue;
+                    }
                     deadline = Instant::now() + idle;
                     if !self.handle(&mut state, cmd).await {
                         self.leave();
@@ -243,6 +251,7 @@ impl Actor {
                         .map(|a| a.status.clone()),
                 });
             }
+            Command::EvictIfIdle => {}
             Command::Delete { reply } => {
                 let ctx = self.registry.ctx.clone();
                 match ctx.store.delete(&self.id).await {

@@ -135,6 +135,8 @@ pub enum Command {
         action_id: Option<String>,
         reply: oneshot::Sender<ControlTarget>,
     },
+    /// Stop if nobody is subscribed (the registry is over its size limit).
+    EvictIfIdle,
     /// Delete the session's log, leaving a tombstone; live subscribers get
     /// `reset` + an empty `snapshot`.
     Delete {
@@ -148,6 +150,10 @@ pub struct SessionHandle {
     id: Arc<str>,
     generation: u64,
     tx: mpsc::Sender<Command>,
+    /// Registry tick of the last lookup (least recently used eviction).
+    last_used: Arc<std::sync::atomic::AtomicU64>,
+    /// The actor's feed, to see whether anyone is subscribed.
+    feed: broadcast::WeakSender<SharedFrame>,
 }
 
 impl SessionHandle {
@@ -217,6 +223,11 @@ impl SessionHandle {
     /// Delete the session (see [`Command::Delete`]).
     pub async fn delete(&self) -> Result<SessionMeta, SessionError> {
         self.call(|reply| Command::Delete { reply }).await?
+    }
+
+    /// Open subscriptions on the actor's live feed.
+    pub fn subscribers(&self) -> usize {
+        self.feed.upgrade().map_or(0, |s| s.receiver_count())
     }
 
     /// True when the actor is gone (evicted or failed).

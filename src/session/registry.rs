@@ -25,6 +25,8 @@ use crate::store::{SessionMeta, SharedLog};
 #[derive(Debug, Clone)]
 pub struct RegistryConfig {
     pub projection: ProjectionConfig,
+    /// Session actors kept in memory before idle ones are evicted.
+    pub max_live: usize,
     pub idle_evict: Duration,
     pub mailbox: usize,
     pub checkpoint_every: u64,
@@ -34,6 +36,7 @@ pub struct RegistryConfig {
 
 pub(super) struct ActorCtx {
     pub store: SharedLog,
+    pub max_live: usize,
     pub projection: ProjectionConfig,
     pub idle_evict: Duration,
     pub mailbox: usize,
@@ -48,6 +51,8 @@ pub(super) struct RegistryInner {
     pub ctx: Arc<ActorCtx>,
     next_generation: AtomicU64,
     tasks: TaskTracker,
+    /// Logical clock for least-recently-used eviction.
+    tick: AtomicU64,
 }
 
 /// Finds or starts session actors.
@@ -75,6 +80,7 @@ impl Registry {
                 sessions: DashMap::new(),
                 ctx: Arc::new(ActorCtx {
                     store,
+                    max_live: cfg.max_live,
                     projection: cfg.projection,
                     idle_evict: cfg.idle_evict,
                     mailbox: cfg.mailbox,
@@ -85,6 +91,7 @@ impl Registry {
                 }),
                 next_generation: AtomicU64::new(1),
                 tasks: TaskTracker::new(),
+                tick: AtomicU64::new(0),
             }),
         }
     }
@@ -116,12 +123,14 @@ impl Registry {
 
     /// The handle of a session's actor, starting one if needed.
     pub fn handle(&self, id: &str) -> SessionHandle {
+        let now = self.inner.tick.fetch_add(1, Ordering::Relaxed);
         if let Some(h) = self.inner.sessions.get(id) {
             if !h.is_closed() {
+                h.last_used.store(now, Ordering::Relaxed);
                 return h.clone();
             }
         }
-        match self.inner.sessions.entry(Arc::from(id)) {
+        let h = match self.inner.sessions.entry(Arc::from(id)) {
             Entry::Occupied(mut e) => {
                 if e.get().is_closed() {
                     let h = self.spawn(e.key().clone());
@@ -136,6 +145,32 @@ impl Registry {
                 v.insert(h.clone());
                 h
             }
+        };
+        h.last_used.store(now, Ordering::Relaxed);
+        self.evict_over_limit(id);
+        h
+    }
+
+    /// Over `max_live`: ask the least recently used actors to stop if
+    /// nobody is subscribed (they decide; a busy one stays).
+    fn evict_over_limit(&self, keep: &str) {
+        let live = self.inner.sessions.len();
+        let max = self.inner.ctx.max_live.max(1);
+        if live <= max {
+            return;
+        }
+        // Sessions with subscribers stay: evicting them would only restart them.
+        let mut by_age: Vec<(u64, SessionHandle)> = self
+            .inner
+            .sessions
+            .iter()
+            .filter(|e| &**e.key() != keep && e.subscribers() == 0)
+            .map(|e| (e.last_used.load(Ordering::Relaxed), e.value().clone()))
+            .collect();
+        by_age.sort_by_key(|(t, _)| *t);
+        let excess = (live - max).max(live / 100).max(1);
+        for (_, h) in by_age.into_iter().take(excess) {
+            let _ = h.tx.try_send(super::Command::EvictIfIdle);
         }
     }
 
@@ -144,6 +179,7 @@ impl Registry {
         let (tx, rx) = mpsc::channel(ctx.mailbox);
         let (feed, _) = broadcast::channel(ctx.live_buffer);
         let generation = self.inner.next_generation.fetch_add(1, Ordering::Relaxed);
+        let weak = feed.downgrade();
         let actor = Actor {
             id: id.clone(),
             generation,
@@ -152,7 +188,13 @@ impl Registry {
             feed,
         };
         self.inner.tasks.spawn(actor.run());
-        SessionHandle { id, generation, tx }
+        SessionHandle {
+            id,
+            generation,
+            tx,
+            last_used: Arc::new(AtomicU64::new(0)),
+            feed: weak,
+        }
     }
 
     async fn with_retry<T, F, Fut>(&self, id: &str, f: F) -> Result<T, SessionError>

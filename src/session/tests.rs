@@ -83,10 +83,15 @@ fn gate(held: &str) -> Arc<Gate> {
 }
 
 fn registry(store: SharedLog, idle: Duration) -> Registry {
+    registry_max(store, idle, 10_000)
+}
+
+fn registry_max(store: SharedLog, idle: Duration, max_live: usize) -> Registry {
     Registry::new(
         store,
         RegistryConfig {
             projection: ProjectionConfig::default(),
+            max_live,
             idle_evict: idle,
             mailbox: 16,
             checkpoint_every: 3,
@@ -250,4 +255,22 @@ async fn expiry_deletes_idle_sessions_only() {
     let (meta, _) = reg.snapshot("old").await.unwrap();
     assert!(meta.deleted);
     assert!(reg.store().list(None, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn live_sessions_stay_under_the_limit_but_subscribed_ones_stay() {
+    let reg = registry_max(gate("none"), Duration::from_secs(3600), 3);
+    let _watched = reg.subscribe("s0", None, None).await.unwrap();
+    for i in 0..8 {
+        reg.ingest(&format!("s{i}"), events("a", 1)).await.unwrap();
+    }
+    until("eviction to the limit", || reg.live() <= 3).await;
+    // The subscribed session was the oldest, yet it is still live.
+    let before = reg.live();
+    let (meta, _) = reg.snapshot("s0").await.unwrap();
+    assert_eq!(meta.head, 1);
+    assert!(reg.live() <= before + 1);
+    // Evicted sessions rehydrate on their next use.
+    let (meta, _) = reg.snapshot("s1").await.unwrap();
+    assert_eq!(meta.head, 1);
 }

@@ -10,6 +10,7 @@ pub mod ws;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::Stream;
 use tokio::sync::broadcast::{self, error::RecvError};
@@ -199,4 +200,56 @@ impl Subscriber {
             cursor: Some(self.last),
         };
     }
+}
+
+/// End `inner` when a token expires (`exp`, seconds since the Unix epoch):
+/// the items of `farewell` are sent, then the stream ends. Without `exp`,
+/// `inner` as it is.
+pub fn until_expiry<S, T>(
+    inner: S,
+    exp: Option<u64>,
+    farewell: Vec<T>,
+) -> impl Stream<Item = T> + Send + 'static
+where
+    S: Stream<Item = T> + Send + 'static,
+    T: Send + 'static,
+{
+    use futures_util::StreamExt;
+    enum St<T> {
+        Running,
+        Farewell(VecDeque<T>),
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let deadline =
+        exp.map(|e| tokio::time::Instant::now() + Duration::from_secs(e.saturating_sub(now)));
+    let farewell: VecDeque<T> = farewell.into();
+    futures_util::stream::unfold(
+        (Box::pin(inner), St::Running, Some(farewell)),
+        move |(mut inner, mut st, mut bye)| async move {
+            loop {
+                match &mut st {
+                    St::Farewell(q) => {
+                        let item = q.pop_front()?;
+                        return Some((item, (inner, st, bye)));
+                    }
+                    St::Running => {
+                        let item = match deadline {
+                            None => inner.next().await,
+                            Some(d) => tokio::select! {
+                                item = inner.next() => item,
+                                _ = tokio::time::sleep_until(d) => {
+                                    st = St::Farewell(bye.take().unwrap_or_default());
+                                    continue;
+                                }
+                            },
+                        };
+                        return item.map(|i| (i, (inner, st, bye)));
+                    }
+                }
+            }
+        },
+    )
 }

@@ -12,9 +12,6 @@ use tokio_util::sync::CancellationToken;
 use super::sse::SubscriberGauge;
 use crate::frame::SharedFrame;
 
-/// Largest message a client may send (the feed is read-only).
-pub const MAX_CLIENT_MESSAGE: usize = 64 * 1024;
-
 /// Serve frames on an upgraded socket until either side ends.
 pub async fn serve(
     socket: WebSocket,

@@ -186,6 +186,14 @@ pub struct Sse {
 }
 
 impl Sse {
+    /// Read an SSE response.
+    pub fn from_response(resp: reqwest::Response) -> Sse {
+        Sse {
+            body: Box::pin(resp.bytes_stream()),
+            buf: String::new(),
+        }
+    }
+
     /// The next event (comments skipped); `None` when the stream ends.
     pub async fn next(&mut self) -> Option<SseEvent> {
         loop {
@@ -318,6 +326,25 @@ impl Proc {
             match self.lines.recv_timeout(left) {
                 Ok(line) if line.contains(needle) => return line,
                 Ok(line) => seen.push(line),
+                Err(_) => break,
+            }
+        }
+        panic!("no line with {needle:?}; saw: {seen:#?}");
+    }
+
+    /// Every line up to and including the first containing `needle`.
+    pub fn lines_until(&self, needle: &str) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let hit = line.contains(needle);
+                    seen.push(line);
+                    if hit {
+                        return seen;
+                    }
+                }
                 Err(_) => break,
             }
         }

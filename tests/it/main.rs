@@ -2,9 +2,11 @@
 //! in-process (`api`), and the real binary as a user runs it (`cli`).
 
 mod api;
+mod auth;
 mod cli;
 mod common;
 mod conformance;
 mod controls;
 mod crash;
+mod fuzz;
 mod packaging;

@@ -1,0 +1,464 @@
+//! Authentication and authorisation: `auth.mode = none | jwt`. JWTs are
+//! verified with `jsonwebtoken` (HS256 shared secret; RS256 / ES256 public
+//! keys from PEM files or a JWKS file, chosen by `kid`), carry `sub`, `exp`,
+//! `sessions` (exact ids or prefix patterns like `team-a/*`) and `scope`
+//! (`publish`, `subscribe`, `control`, `admin`; an array or a space-separated
+//! string). The token comes from `Authorization: Bearer`, `?access_token=`,
+//! or a cookie (for EventSource and WebSocket, which cannot set headers).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+use axum::http::{header, StatusCode};
+use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
+use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+
+use super::AppState;
+use crate::config::{AuthConfig, AuthMode};
+use crate::error::Problem;
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// POST events.
+    Publish,
+    /// Read snapshots, logs and streams.
+    Subscribe,
+    /// Relay user decisions and run controls to the runtime.
+    Control,
+    /// List and delete sessions, read metrics; implies every other scope.
+    Admin,
+}
+
+impl Scope {
+    fn bit(self) -> u8 {
+        match self {
+            Scope::Publish => 1,
+            Scope::Subscribe => 2,
+            Scope::Control => 4,
+            Scope::Admin => 8,
+        }
+    }
+
+    fn parse(s: &str) -> Option<Scope> {
+        Some(match s {
+            "publish" => Scope::Publish,
+            "subscribe" => Scope::Subscribe,
+            "control" => Scope::Control,
+            "admin" => Scope::Admin,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Scope::Publish => "publish",
+            Scope::Subscribe => "subscribe",
+            Scope::Control => "control",
+            Scope::Admin => "admin",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ScopeClaim {
+    List(Vec<String>),
+    Text(String),
+}
+
+#[derive(Debug, Deserialize)]
+struct Claims {
+    sub: String,
+    exp: u64,
+    #[serde(default)]
+    sessions: Vec<String>,
+    #[serde(default)]
+    scope: Option<ScopeClaim>,
+}
+
+/// The verified caller of a request.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// `None` when auth is off.
+    pub sub: Option<String>,
+    /// Expiry (seconds since the Unix epoch); streams end then.
+    pub exp: Option<u64>,
+    sessions: Vec<String>,
+    scopes: u8,
+    open: bool,
+}
+
+impl Caller {
+    /// The caller with auth off: allowed everything.
+    pub fn open() -> Caller {
+        Caller {
+            sub: None,
+            exp: None,
+            sessions: Vec::new(),
+            scopes: 0,
+            open: true,
+        }
+    }
+
+    /// A key for per-token limits (`None` when auth is off).
+    pub fn token_key(&self) -> Option<&str> {
+        self.sub.as_deref()
+    }
+
+    fn has(&self, scope: Scope) -> bool {
+        self.open || self.scopes & (scope.bit() | Scope::Admin.bit()) != 0
+    }
+
+    fn may_see(&self, session: &str) -> bool {
+        self.open
+            || self.sessions.iter().any(|p| {
+                p == "*"
+                    || p == session
+                    || p.strip_suffix('*')
+                        .is_some_and(|prefix| session.starts_with(prefix))
+            })
+    }
+
+    /// Require a scope, and access to a session when one is named.
+    pub fn require(&self, scope: Scope, session: Option<&str>) -> Result<(), Problem> {
+        if !self.has(scope) {
+            return Err(forbidden(
+                "insufficient_scope",
+                format!("this endpoint needs the `{}` scope", scope.name()),
+            ));
+        }
+        if let Some(s) = session {
+            if !self.may_see(s) {
+                return Err(forbidden(
+                    "session_not_allowed",
+                    "the token's `sessions` claim does not include this session".to_string(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn forbidden(code: &'static str, detail: String) -> Problem {
+    Problem::new(StatusCode::FORBIDDEN, code, "Forbidden", detail)
+}
+
+fn unauthorized(code: &'static str, detail: impl Into<String>) -> Problem {
+    let mut p = Problem::new(StatusCode::UNAUTHORIZED, code, "Unauthorized", detail);
+    p.www_authenticate = true;
+    p
+}
+
+/// A key that verifies tokens of one algorithm.
+struct Key {
+    alg: Algorithm,
+    key: DecodingKey,
+}
+
+/// Verifies tokens; built once at start from `[auth]`.
+pub struct Authenticator {
+    mode: AuthMode,
+    /// Keys by `kid`; the HS256 secret is under `""` too when set.
+    keys: HashMap<String, Key>,
+    cookie: String,
+    leeway: u64,
+    audience: Option<String>,
+    issuer: Option<String>,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator")
+            .field("mode", &self.mode)
+            .field("kids", &self.keys.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// A configuration that cannot verify anything.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthSetupError {
+    #[error("auth.mode = \"jwt\" needs auth.hs256_secret, auth.public_keys or auth.jwks_file")]
+    NoKeys,
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid key in {path}: {detail}")]
+    BadKey { path: String, detail: String },
+}
+
+impl Authenticator {
+    /// Build from config, reading PEM and JWKS files.
+    pub fn from_config(cfg: &AuthConfig) -> Result<Authenticator, AuthSetupError> {
+        let mut keys = HashMap::new();
+        if cfg.mode == AuthMode::Jwt {
+            if !cfg.hs256_secret.is_empty() {
+                let k = || Key {
+                    alg: Algorithm::HS256,
+                    key: DecodingKey::from_secret(cfg.hs256_secret.as_bytes()),
+                };
+                keys.insert(String::new(), k());
+                keys.insert("hs256".to_string(), k());
+            }
+            for pk in &cfg.public_keys {
+                let pem = read(&pk.path)?;
+                let bad = |e: jsonwebtoken::errors::Error| AuthSetupError::BadKey {
+                    path: pk.path.clone(),
+                    detail: e.to_string(),
+                };
+                let (alg, key) = match pk.alg.as_str() {
+                    "RS256" => (
+                        Algorithm::RS256,
+                        DecodingKey::from_rsa_pem(&pem).map_err(bad)?,
+                    ),
+                    "ES256" => (
+                        Algorithm::ES256,
+                        DecodingKey::from_ec_pem(&pem).map_err(bad)?,
+                    ),
+                    other => {
+                        return Err(AuthSetupError::BadKey {
+                            path: pk.path.clone(),
+                            detail: format!("alg must be RS256 or ES256, not {other}"),
+                        })
+                    }
+                };
+                keys.insert(pk.kid.clone(), Key { alg, key });
+            }
+            if !cfg.jwks_file.is_empty() {
+                let raw = read(&cfg.jwks_file)?;
+                let bad = |detail: String| AuthSetupError::BadKey {
+                    path: cfg.jwks_file.clone(),
+                    detail,
+                };
+                let set: JwkSet = serde_json::from_slice(&raw).map_err(|e| bad(e.to_string()))?;
+                for jwk in &set.keys {
+                    let kid = jwk
+                        .common
+                        .key_id
+                        .clone()
+                        .ok_or_else(|| bad("every JWKS key needs a kid".into()))?;
+                    let alg = match &jwk.algorithm {
+                        AlgorithmParameters::RSA(_) => Algorithm::RS256,
+                        AlgorithmParameters::EllipticCurve(_) => Algorithm::ES256,
+                        _ => return Err(bad(format!("key {kid}: only RSA and EC keys"))),
+                    };
+                    let key = DecodingKey::from_jwk(jwk).map_err(|e| bad(e.to_string()))?;
+                    keys.insert(kid, Key { alg, key });
+                }
+            }
+            if keys.is_empty() {
+                return Err(AuthSetupError::NoKeys);
+            }
+        }
+        let nonempty = |s: &str| (!s.is_empty()).then(|| s.to_string());
+        Ok(Authenticator {
+            mode: cfg.mode,
+            keys,
+            cookie: cfg.cookie_name.clone(),
+            leeway: cfg.leeway_secs,
+            audience: nonempty(&cfg.audience),
+            issuer: nonempty(&cfg.issuer),
+        })
+    }
+
+    /// Verify a token into a caller.
+    pub fn verify(&self, token: &str) -> Result<Caller, Problem> {
+        let header = decode_header(token)
+            .map_err(|_| unauthorized("invalid_token", "the token is not a JWT"))?;
+        let kid = header.kid.clone().unwrap_or_default();
+        let key = self.keys.get(&kid).ok_or_else(|| {
+            unauthorized(
+                "invalid_token",
+                format!("no key for kid `{kid}` (rotated out?)"),
+            )
+        })?;
+        if header.alg != key.alg {
+            return Err(unauthorized(
+                "invalid_token",
+                "the token's alg does not match its key",
+            ));
+        }
+        let mut v = Validation::new(key.alg);
+        v.leeway = self.leeway;
+        v.set_required_spec_claims(&["exp", "sub"]);
+        match &self.audience {
+            Some(aud) => v.set_audience(&[aud]),
+            None => v.validate_aud = false,
+        }
+        if let Some(iss) = &self.issuer {
+            v.set_issuer(&[iss]);
+        }
+        let data = decode::<Claims>(token, &key.key, &v).map_err(|e| {
+            use jsonwebtoken::errors::ErrorKind;
+            match e.kind() {
+                ErrorKind::ExpiredSignature => {
+                    unauthorized("token_expired", "the token has expired")
+                }
+                ErrorKind::InvalidSignature => {
+                    unauthorized("invalid_token", "the token's signature is invalid")
+                }
+                _ => unauthorized("invalid_token", format!("the token is not valid: {e}")),
+            }
+        })?;
+        let c = data.claims;
+        let names: Vec<String> = match c.scope {
+            Some(ScopeClaim::List(l)) => l,
+            Some(ScopeClaim::Text(t)) => t.split_whitespace().map(str::to_string).collect(),
+            None => Vec::new(),
+        };
+        let scopes = names
+            .iter()
+            .filter_map(|n| Scope::parse(n))
+            .fold(0, |acc, s| acc | s.bit());
+        Ok(Caller {
+            sub: Some(c.sub),
+            exp: Some(c.exp),
+            sessions: c.sessions,
+            scopes,
+            open: false,
+        })
+    }
+
+    /// The token of a request: bearer header, `access_token` query, or cookie.
+    fn token<'a>(&self, parts: &'a Parts) -> Option<std::borrow::Cow<'a, str>> {
+        if let Some(h) = parts.headers.get(header::AUTHORIZATION) {
+            if let Some(t) = h.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) {
+                return Some(t.trim().into());
+            }
+        }
+        if let Some(q) = parts.uri.query() {
+            for pair in q.split('&') {
+                if let Some(v) = pair.strip_prefix("access_token=") {
+                    return Some(percent_decode(v).into());
+                }
+            }
+        }
+        for h in parts.headers.get_all(header::COOKIE) {
+            let Ok(s) = h.to_str() else { continue };
+            for c in s.split(';') {
+                if let Some((k, v)) = c.trim().split_once('=') {
+                    if k == self.cookie {
+                        return Some(v.into());
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+fn read(path: &str) -> Result<Vec<u8>, AuthSetupError> {
+    std::fs::read(Path::new(path)).map_err(|source| AuthSetupError::Read {
+        path: path.to_string(),
+        source,
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    fn hex(b: u8) -> Option<u8> {
+        (b as char).to_digit(16).map(|d| d as u8)
+    }
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h * 16 + l);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, st: &AppState) -> Result<Self, Self::Rejection> {
+        let auth = &st.auth;
+        if auth.mode == AuthMode::None {
+            return Ok(Caller::open());
+        }
+        let token = auth.token(parts).ok_or_else(|| {
+            unauthorized(
+                "missing_token",
+                "send a token as `Authorization: Bearer`, `?access_token=` or a cookie",
+            )
+        })?;
+        let caller = auth.verify(&token);
+        if let Err(p) = &caller {
+            metrics::counter!("projector_auth_failures_total", "code" => p.code.to_string())
+                .increment(1);
+        }
+        caller
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_patterns() {
+        let c = Caller {
+            sub: Some("u".into()),
+            exp: None,
+            sessions: vec!["exact".into(), "team-a/*".into()],
+            scopes: Scope::Subscribe.bit(),
+            open: false,
+        };
+        assert!(c.require(Scope::Subscribe, Some("exact")).is_ok());
+        assert!(c.require(Scope::Subscribe, Some("team-a/run-1")).is_ok());
+        assert_eq!(
+            c.require(Scope::Subscribe, Some("team-b/run-1"))
+                .unwrap_err()
+                .code,
+            "session_not_allowed"
+        );
+        assert_eq!(
+            c.require(Scope::Subscribe, Some("exactly"))
+                .unwrap_err()
+                .code,
+            "session_not_allowed"
+        );
+        assert_eq!(
+            c.require(Scope::Publish, Some("exact")).unwrap_err().code,
+            "insufficient_scope"
+        );
+    }
+
+    #[test]
+    fn admin_implies_every_scope_and_percent_decoding() {
+        let c = Caller {
+            sub: Some("u".into()),
+            exp: None,
+            sessions: vec!["*".into()],
+            scopes: Scope::Admin.bit(),
+            open: false,
+        };
+        for s in [
+            Scope::Publish,
+            Scope::Subscribe,
+            Scope::Control,
+            Scope::Admin,
+        ] {
+            assert!(c.require(s, Some("any")).is_ok());
+        }
+        assert_eq!(percent_decode("a%2Eb%2"), "a.b%2");
+    }
+}
