@@ -38,6 +38,9 @@ fn config(store: StoreKind, dir: &std::path::Path) -> Config {
     )
     .expect("config");
     cfg.storage.min_free_bytes = 0;
+    // Measure the store, not the rate limits.
+    cfg.limits.ingest_events_per_sec_per_session = 0;
+    cfg.limits.ingest_events_per_sec_per_token = 0;
     cfg
 }
 

@@ -219,6 +219,24 @@ pub struct EventsPage {
     pub next_after: Option<u64>,
 }
 
+/// A stored fact as readers may see it: the runtime's control URL (internal
+/// topology, kept for the relay) is left out.
+fn without_control_url(fact: &[u8]) -> Vec<u8> {
+    const KEY: &[u8] = b"\"controlUrl\"";
+    if !fact.windows(KEY.len()).any(|w| w == KEY) {
+        return fact.to_vec();
+    }
+    match serde_json::from_slice::<serde_json::Value>(fact) {
+        Ok(mut v) => {
+            if let Some(p) = v.get_mut("payload").and_then(|p| p.as_object_mut()) {
+                p.remove("controlUrl");
+            }
+            serde_json::to_vec(&v).unwrap_or_else(|_| fact.to_vec())
+        }
+        Err(_) => fact.to_vec(),
+    }
+}
+
 /// The normalised event log of a session, paged by cursor.
 #[utoipa::path(
     get,
@@ -246,7 +264,7 @@ pub async fn get_events(
     let page = store.read(&session.0, after, limit).await?;
     let mut events = Vec::with_capacity(page.len());
     for ev in page {
-        let raw = String::from_utf8(ev.fact.to_vec())
+        let raw = String::from_utf8(without_control_url(&ev.fact))
             .ok()
             .and_then(|s| RawValue::from_string(s).ok())
             .ok_or_else(|| {

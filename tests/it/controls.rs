@@ -192,6 +192,14 @@ async fn open_session(srv: &TestServer, session: &str, control_url: Option<&str>
             .contains("/controls"),
         "the control URL never reaches the snapshot"
     );
+    let (_, log) = srv
+        .get_json(&format!("/v1/sessions/{session}/events"))
+        .await;
+    assert_eq!(log["events"][0]["event"]["class"], "session.opened");
+    assert!(
+        !log.to_string().contains("controlUrl"),
+        "nor the event log readers see: {log}"
+    );
 }
 
 async fn post_raw(srv: &TestServer, path: &str, body: &str) -> (u16, Value) {
