@@ -92,6 +92,7 @@ pub const KNOWN: &[&str] = &[
     "worker.completed",
     "worker.notification",
     "handoff.requested",
+    "handoff.accepted",
     "handoff.completed",
     "review.requested",
     "review.completed",

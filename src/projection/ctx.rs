@@ -281,6 +281,7 @@ impl<'a> Ctx<'a> {
             status: self.f.status.clone(),
             title: self.f.title.as_ref().map(|t| truncate(t, 200)),
             timestamp: self.f.timestamp.clone(),
+            taxonomy: (self.f.taxonomy != Default::default()).then(|| self.f.taxonomy.clone()),
         });
         while self.st.timeline.len() > self.cfg.max_timeline {
             self.st.timeline.pop_front();
@@ -344,6 +345,8 @@ impl<'a> Ctx<'a> {
         bound_vec(&mut self.st.context.missing, max);
         bound_vec(&mut self.st.context.compactions, max);
         bound_vec(&mut self.st.permissions.blocks, max);
+        bound_map(&mut self.st.permissions.agents, max);
+        bound_map(&mut self.st.plans, max);
         while self.st.messages.len() > self.cfg.max_messages.max(1) {
             let m = self.st.messages.remove(0);
             self.int.current.retain(|_, v| *v != m.id);
@@ -367,6 +370,9 @@ impl<'a> Ctx<'a> {
             "queue" => Some(st.queue.clone()),
             "context" => Some(serde_json::to_value(&st.context).ok()?),
             "permissions" => Some(serde_json::to_value(&st.permissions).ok()?),
+            "plans" => j(st.plans.get(id).map(|v| v as _)),
+            "app" => Some(st.app.clone()),
+            "topology" => Some(json!({"topology": st.topology})),
             "team" => team_value(st, id),
             "coding" => coding_value(st, id),
             _ => None,
@@ -386,6 +392,7 @@ fn team_value(st: &State, id: &str) -> Option<Value> {
     match kind {
         "roster" => Some(json!(t.roster)),
         "edges" => serde_json::to_value(&t.edges).ok(),
+        "info" => Some(t.info.clone()),
         "handoff" => find_by(&t.handoffs, "handoffId", rest),
         "review" => find_by(&t.reviews, "reviewId", rest),
         "notification" => find_by(&t.notifications, "notificationId", rest),

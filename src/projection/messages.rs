@@ -76,7 +76,7 @@ impl<'a> Ctx<'a> {
         id
     }
 
-    fn fresh_message_id(&self, base: String) -> String {
+    pub fn fresh_message_id(&self, base: String) -> String {
         let mut id = base.clone();
         let mut n = 1;
         while self.msg(&id).is_some() {
@@ -340,6 +340,13 @@ impl<'a> Ctx<'a> {
             return;
         };
         let msg = self.ensure_assistant();
+        self.reconcile_final(&msg, fin);
+    }
+
+    /// Reconcile message `msg` with its final text `fin` (see
+    /// `on_text_final`; repairs use it too).
+    pub fn reconcile_final(&mut self, msg: &str, fin: String) {
+        let msg = msg.to_string();
         let Some(m) = self.msg(&msg) else { return };
         let texts: Vec<(usize, String)> = m
             .parts
@@ -466,46 +473,6 @@ impl<'a> Ctx<'a> {
         if streamed != rem {
             self.replace_part_text(msg, t, &id, &rem, &streamed);
         }
-    }
-
-    /// `turn.submitted`: the user's input as a user message.
-    pub fn on_user_input(&mut self) {
-        let text = self
-            .pstr(&["text", "input", "content", "prompt"])
-            .or_else(|| self.pstr(&["message"]));
-        let Some(text) = text else { return };
-        let base = self
-            .explicit_message_id()
-            .or_else(|| self.turn().map(|t| format!("user-{t}")))
-            .unwrap_or_else(|| format!("user-{}", self.cursor));
-        let id = if self.msg(&base).is_some() {
-            self.fresh_message_id(format!("user-{}", self.cursor))
-        } else {
-            base
-        };
-        self.create_message(&id, Role::User);
-        if let Some(m) = self.st.messages.iter_mut().find(|m| m.id == id) {
-            m.agent_id = None;
-        }
-        let pid = format!("{id}-t0");
-        self.int
-            .part_ids
-            .entry(id.clone())
-            .or_default()
-            .push((pid.clone(), 0));
-        self.emit(&id, Chunk::TextStart { id: pid.clone() });
-        let c = Chunk::TextDelta {
-            id: pid.clone(),
-            delta: text,
-        };
-        self.emit(&id, c);
-        self.emit(&id, Chunk::TextEnd { id: pid });
-        self.emit(
-            &id,
-            Chunk::Finish {
-                finish_reason: None,
-            },
-        );
     }
 
     /// Close every open assistant message of the ending turn/run.

@@ -6,22 +6,30 @@
 //! Layout: `state.rs` (public snapshot types), `ctx.rs` (per-fact context,
 //! emit/diagnostic helpers, bookkeeping), `messages.rs` (messages, text,
 //! reasoning, reconciliation), `tools.rs`, `coding.rs`, `surfaces.rs`
-//! (actions, artifacts, evidence, queue, context, permissions, diagnostics),
+//! (actions, artifacts, evidence, diagnostics),
 //! `team.rs` (tasks, agents, team), `runtime.rs` (lifecycle, verifier),
-//! `sequence.rs` (sequence gaps). `chunk.rs` and `message.rs` hold the AI SDK
-//! shapes.
+//! `sequence.rs` (sequence gaps), `process.rs` (queue, context,
+//! permissions, plans), `input.rs` (user input and attachments),
+//! `repair.rs` (repair events), `app_state.rs` (`state.delta` JSON Patch).
+//! `chunk.rs` and `message.rs` hold the AI SDK shapes; `umo.rs` maps
+//! messages to the Umo Editor message body.
 
+mod app_state;
 pub mod chunk;
 mod coding;
 mod ctx;
+mod input;
 pub mod message;
 mod messages;
+mod process;
+mod repair;
 mod runtime;
 pub mod sequence;
 pub mod state;
 mod surfaces;
 mod team;
 mod tools;
+pub mod umo;
 
 #[cfg(test)]
 mod conformance_tests;
@@ -29,6 +37,8 @@ mod conformance_tests;
 mod tests;
 #[cfg(test)]
 mod tests_surfaces;
+#[cfg(test)]
+mod tests_taxonomy;
 
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +62,14 @@ pub struct ProjectionConfig {
     pub max_diagnostics: usize,
     /// Entries kept per keyed surface (tools, actions, artifacts, ...).
     pub max_surface_entries: usize,
+    /// Most recent messages in a snapshot; older ones page in through
+    /// `GET /v1/sessions/{id}/messages?before=`.
+    #[serde(default = "default_snapshot_messages")]
+    pub snapshot_messages: usize,
+}
+
+fn default_snapshot_messages() -> usize {
+    50
 }
 
 impl Default for ProjectionConfig {
@@ -62,6 +80,7 @@ impl Default for ProjectionConfig {
             max_timeline: 500,
             max_diagnostics: 200,
             max_surface_entries: 1000,
+            snapshot_messages: default_snapshot_messages(),
         }
     }
 }
@@ -95,10 +114,12 @@ pub struct Projection {
 impl Projection {
     /// An empty projection.
     pub fn new(_cfg: &ProjectionConfig) -> Self {
-        let state = State {
+        let mut state = State {
             queue: serde_json::json!({}),
+            app: state::empty_object(),
             ..State::default()
         };
+        state.team.info = state::empty_object();
         Projection {
             cursor: 0,
             state,
@@ -119,6 +140,7 @@ impl Projection {
         let mut cx = Ctx::new(&mut self.state, &mut self.internal, cfg, cursor, fact);
         cx.timeline();
         cx.check_sequence();
+        cx.adopt_topology();
         dispatch(&mut cx);
         cx.finish(&before)
     }
@@ -147,6 +169,52 @@ impl Projection {
     pub fn messages(&self) -> &[Message] {
         &self.state.messages
     }
+
+    /// The snapshot state with only the `window` most recent messages, and
+    /// `history: {messages, inSnapshot, nextBefore?}` saying how to page in
+    /// the older ones (`GET .../messages?before=<nextBefore>`).
+    pub fn snapshot_json(&mut self, window: usize) -> serde_json::Value {
+        let total = self.state.messages.len();
+        let keep = window.min(total);
+        let mut older = std::mem::take(&mut self.state.messages);
+        self.state.messages = older.split_off(total - keep);
+        let mut v = self.state_json();
+        let next_before = (!older.is_empty())
+            .then(|| self.state.messages.first().map(|m| m.id.clone()))
+            .flatten();
+        older.append(&mut self.state.messages);
+        self.state.messages = older;
+        if let serde_json::Value::Object(m) = &mut v {
+            let mut h = serde_json::json!({"messages": total, "inSnapshot": keep});
+            if let Some(b) = next_before {
+                h["nextBefore"] = b.into();
+            }
+            m.insert("history".into(), h);
+        }
+        v
+    }
+
+    /// A page of at most `limit` messages, oldest first: those right before
+    /// message `before`, or the newest ones without it; and the `before` of
+    /// the next (older) page, if any. `None` when `before` is not a message
+    /// of the projection (it may have left the `max_messages` window).
+    pub fn messages_page(
+        &self,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Option<(&[Message], Option<String>)> {
+        let ms = &self.state.messages;
+        let end = match before {
+            Some(id) => ms.iter().position(|m| m.id == id)?,
+            None => ms.len(),
+        };
+        let start = end.saturating_sub(limit.max(1));
+        let page = &ms[start..end];
+        let next = (start > 0)
+            .then(|| page.first().map(|m| m.id.clone()))
+            .flatten();
+        Some((page, next))
+    }
 }
 
 /// Route one fact by its canonical class.
@@ -163,14 +231,20 @@ fn dispatch(cx: &mut Ctx<'_>) {
         );
         return;
     }
-    if runtime::is_work(&class) {
+    let user_text = class.starts_with("text.") && cx.f.payload_str("role") == Some("user");
+    if runtime::is_work(&class) && !user_text {
         cx.on_work();
+    } else if class == "action.required" {
+        cx.check_turn_open();
     }
     match class.as_str() {
         "turn.submitted" => cx.on_submitted(),
         "run.started" => cx.on_run_started(),
         "run.status" => cx.on_run_status(),
         "run.finished" | "run.failed" | "run.canceled" => cx.on_run_end(),
+        "text.delta" | "text.final" if cx.f.payload_str("role") == Some("user") => {
+            cx.on_user_text()
+        }
         "text.delta" => cx.on_text_delta(),
         "text.final" => cx.on_text_final(),
         "reasoning.delta" => cx.on_reasoning_delta(),
@@ -197,10 +271,12 @@ fn dispatch(cx: &mut Ctx<'_>) {
         c if c.starts_with("context.") => cx.on_context(),
         "sandbox.blocked" => cx.on_sandbox_blocked(),
         c if c.starts_with("permission.") || c.starts_with("sandbox.") => cx.on_permission(),
+        "plan.delta" | "plan.final" => cx.on_plan(),
         "diagnostic.changed" | "runtime.error" | "model.failed" => cx.on_diagnostic_fact(),
         "snapshot.updated" | "messages.snapshot" | "state.snapshot" => cx.on_repair(),
+        "state.delta" => cx.on_state_delta(),
         "session.opened" => cx.on_session_opened(),
-        // other session.*, model.requested, plan.*, state.delta, metric.changed:
+        // other session.*, model.requested, metric.changed:
         // timeline only for now.
         _ => {}
     }

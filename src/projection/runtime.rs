@@ -96,19 +96,23 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// A repair event: it can fix stream gaps, never tool or action states.
-    pub fn on_repair(&mut self) {
-        self.int.sequence.repair();
-    }
-
-    /// Before a work fact: verifier check and idle -> running.
-    pub fn on_work(&mut self) {
+    /// Verifier: a fact of a turn that already ended is a finding. True
+    /// when the turn is still open.
+    pub fn check_turn_open(&mut self) -> bool {
         let key = self.turn_key();
         if self.int.turns.get(&key).is_some_and(|t| t.ended) {
             self.finding(
                 "work_after_turn_end",
                 format!("{} arrived after turn '{key}' ended", self.f.class),
             );
+            return false;
+        }
+        true
+    }
+
+    /// Before a work fact: verifier check and idle -> running.
+    pub fn on_work(&mut self) {
+        if !self.check_turn_open() {
             return;
         }
         let status = self.st.runtime.status.as_str();

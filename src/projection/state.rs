@@ -46,8 +46,43 @@ pub struct State {
     pub context: Context,
     pub permissions: Permissions,
     pub coding: Coding,
+    /// Plans by plan id (`plan.delta` streams, `plan.final` reconciles).
+    #[serde(default)]
+    pub plans: IndexMap<String, PlanEntry>,
+    /// The application state object (`state.app`): set by `state.snapshot`,
+    /// patched by `state.delta` (RFC 6902, paths under `/app` only).
+    #[serde(default = "empty_object")]
+    pub app: Value,
+    /// The session's team topology, from the latest fact that named one
+    /// (`solo_run`, `coordinator_team`, ...); absent until one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<String>,
     pub diagnostics: VecDeque<Diagnostic>,
     pub timeline: VecDeque<TimelineEntry>,
+}
+
+/// `{}`: the default of object-valued surfaces.
+pub fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// `plans[planId]`: the plan text streamed by `plan.delta`, replaced by the
+/// text of `plan.final` (the final wins), and its structured steps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanEntry {
+    pub plan_id: String,
+    /// `streaming | final`.
+    pub status: String,
+    pub text: String,
+    /// Structured steps exactly as `plan.final` (or a delta) sent them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steps: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+    pub updated_cursor: u64,
 }
 
 /// `runtime`: derived only from lifecycle facts.
@@ -197,6 +232,21 @@ pub struct TaskEntry {
     pub title: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
+    /// Work-board fields, only as the task facts name them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub assignee: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocker: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<String>,
+    /// Artifact, evidence and result refs named by the task facts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refs: Vec<String>,
+    /// `payload.runtimeEntity` (`agent_turn`, `work_item`, ...), as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime_entity: Option<String>,
     pub updated_cursor: u64,
 }
 
@@ -218,6 +268,17 @@ pub struct AgentEntry {
     pub task_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team_name: Option<String>,
+    /// The teammate's own policy (permission mode, sandbox, budget), as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<Value>,
+    /// `latestTurnStatus`, as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_turn_status: Option<String>,
+    /// Transcript ref: teammate transcripts stay behind refs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_ref: Option<String>,
     /// `known | unavailable`.
     pub lineage: String,
     pub updated_cursor: u64,
@@ -233,6 +294,10 @@ pub struct Team {
     pub notifications: Vec<Value>,
     pub channels: Vec<Value>,
     pub edges: Vec<Edge>,
+    /// Team name, phase, topology and counts from `team.changed` (data-team
+    /// id `info`).
+    #[serde(default = "empty_object")]
+    pub info: Value,
 }
 
 /// A delegation or handoff edge.
@@ -243,10 +308,14 @@ pub struct Edge {
     pub kind: String,
 }
 
-/// `context`: refs, budget, compaction boundaries.
+/// `context`: refs, budget, missing context, compaction boundaries.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Context {
+    /// `resolved | missing | compacting | unknown`: from the latest context
+    /// fact; absent before any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
     pub refs: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Value>,
@@ -269,6 +338,9 @@ pub struct Permissions {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_decision: Option<Value>,
     pub blocks: Vec<Value>,
+    /// Per-teammate permission facts (`permission.*` with an agent id).
+    #[serde(default)]
+    pub agents: IndexMap<String, Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_cursor: Option<u64>,
 }
@@ -322,4 +394,8 @@ pub struct TimelineEntry {
     pub title: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<String>,
+    /// The envelope's owner, scope, phase, surface, persistence, control and
+    /// topology, when it named any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taxonomy: Option<crate::event::Taxonomy>,
 }

@@ -1,6 +1,6 @@
 //! Session surfaces other than tools and coding: actions (pending until
-//! `action.resolved` only), artifacts, evidence, queue, context, permissions
-//! and diagnostics facts. Each entry change is touched so that it travels as
+//! `action.resolved` only), artifacts, evidence and diagnostics facts
+//! (queue, context, permissions and plans are in `process.rs`). Each entry change is touched so that it travels as
 //! a `data-<surface>` chunk; message cards are added only inside an
 //! assistant message context.
 
@@ -44,7 +44,7 @@ impl<'a> Ctx<'a> {
                 title: self.title(),
                 decision: None,
                 tool_call_id: self.tool_call_id(),
-                requested_by: self.agent(),
+                requested_by: self.requesting_agent(),
                 message_id: None,
                 requested_cursor: Some(cursor),
                 resolved_cursor: None,
@@ -65,6 +65,12 @@ impl<'a> Ctx<'a> {
         } else {
             let decision = self.pstr(&["decision"]);
             match self.st.actions.get_mut(&aid) {
+                Some(e) if e.status == "resolved" => {
+                    self.finding(
+                        "repeated_terminal_event",
+                        format!("action {aid} resolved again; ignored (the first decision stands)"),
+                    );
+                }
                 Some(e) => {
                     e.status = "resolved".into();
                     e.decision = decision;
@@ -259,96 +265,6 @@ impl<'a> Ctx<'a> {
             }
             self.touch("evidence", eid);
         }
-    }
-
-    /// `queue.changed`: the payload is the queue state.
-    pub fn on_queue(&mut self) {
-        let mut q = Value::Object(self.f.payload.clone());
-        q["updatedCursor"] = json!(self.cursor);
-        self.st.queue = q;
-        self.touch("queue", "queue");
-    }
-
-    /// `context.*`: refs, budget, missing context, compaction boundaries.
-    pub fn on_context(&mut self) {
-        let cursor = self.cursor;
-        let mut refs = self.refs();
-        for k in ["refs", "contextRefs"] {
-            if let Some(Value::Array(a)) = self.f.payload.get(k) {
-                for r in a.iter().filter_map(Value::as_str) {
-                    push_unique(&mut refs, r);
-                }
-            }
-        }
-        let budget = self.pval(&["budget"]);
-        let missing: Vec<String> = match self.f.payload.get("missing") {
-            Some(Value::Array(a)) => a
-                .iter()
-                .filter_map(|x| x.as_str().map(str::to_string))
-                .collect(),
-            _ => Vec::new(),
-        };
-        let compaction = self.f.class.starts_with("context.compaction.");
-        let phase = self.f.class.rsplit('.').next().unwrap_or("").to_string();
-        let summary = self.pstr(&["summary"]).map(|s| truncate(&s, 500));
-        let c = &mut self.st.context;
-        for r in &refs {
-            push_unique(&mut c.refs, r);
-        }
-        for m in &missing {
-            push_unique(&mut c.missing, m);
-        }
-        if budget.is_some() {
-            c.budget = budget;
-        }
-        if compaction {
-            let mut b = json!({"phase": phase, "cursor": cursor, "eventId": self.f.id});
-            merge(&mut b, json!({"summary": summary}));
-            c.compactions.push(b);
-        }
-        c.updated_cursor = Some(cursor);
-        self.touch("context", "context");
-    }
-
-    /// `permission.* | sandbox.applied | sandbox.violation`.
-    pub fn on_permission(&mut self) {
-        let cursor = self.cursor;
-        let mode = self.pstr(&["mode", "permissionMode"]);
-        let risk = self.pstr(&["risk", "riskLevel"]);
-        let sandbox = self.pstr(&["sandbox", "sandboxMode"]);
-        let decision = self.pstr(&["decision"]);
-        let class = self.f.class.clone();
-        let p = &mut self.st.permissions;
-        if mode.is_some() {
-            p.mode = mode;
-        }
-        if risk.is_some() {
-            p.risk = risk;
-        }
-        if class == "sandbox.applied" && sandbox.is_none() {
-            p.sandbox = self
-                .f
-                .payload_str("mode")
-                .map(str::to_string)
-                .or(p.sandbox.take());
-        } else if sandbox.is_some() {
-            p.sandbox = sandbox;
-        }
-        if let Some(d) = decision {
-            p.last_decision = Some(json!({"decision": d, "class": class, "cursor": cursor}));
-        }
-        p.updated_cursor = Some(cursor);
-        if class == "sandbox.violation" {
-            let reason = self
-                .pstr(&["reasonCode", "reason"])
-                .unwrap_or_else(|| "sandbox".into());
-            self.diag(
-                "sandbox.violation",
-                Severity::Warning,
-                format!("sandbox violation: {reason}"),
-            );
-        }
-        self.touch("permissions", "permissions");
     }
 
     /// `diagnostic.changed | runtime.error | model.failed`.

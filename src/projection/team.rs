@@ -41,7 +41,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// `task.*`.
+    /// `task.*`: work items. Parent/child edges only from `parentTaskId`.
     pub fn on_task(&mut self) {
         let Some(tid) = nonempty(self.f.ids.task_id.as_deref()).or_else(|| self.pstr(&["taskId"]))
         else {
@@ -56,6 +56,20 @@ impl<'a> Ctx<'a> {
         let parent =
             nonempty(self.f.ids.parent_task_id.as_deref()).or_else(|| self.pstr(&["parentTaskId"]));
         let (cursor, title, agent) = (self.cursor, self.title(), self.agent());
+        let assignee = self.pstr(&["assignee", "assigneeId", "owner"]);
+        let priority = self.pval(&["priority"]);
+        let blocker = self
+            .pstr(&["blocker", "blockedBy", "blockReason"])
+            .map(|b| truncate(&b, 300));
+        let deps = self.pstrs(&["dependencies", "dependsOn"]);
+        let entity = self.pstr(&["runtimeEntity"]);
+        let mut refs = self.refs();
+        for r in self.f.artifact_refs.iter().chain(&self.f.evidence_refs) {
+            push_unique(&mut refs, r);
+        }
+        for r in self.pstrs(&["resultRef", "transcriptRef"]) {
+            push_unique(&mut refs, &r);
+        }
         let e = self
             .st
             .tasks
@@ -66,20 +80,74 @@ impl<'a> Ctx<'a> {
                 status: String::new(),
                 title: None,
                 agent_id: None,
+                assignee: None,
+                priority: None,
+                blocker: None,
+                dependencies: Vec::new(),
+                refs: Vec::new(),
+                runtime_entity: None,
                 updated_cursor: cursor,
             });
         e.status = status;
-        if parent.is_some() {
-            e.parent_task_id = parent;
+        for (slot, v) in [
+            (&mut e.parent_task_id, parent.clone()),
+            (&mut e.title, title),
+            (&mut e.agent_id, agent),
+            (&mut e.assignee, assignee),
+            (&mut e.runtime_entity, entity),
+        ] {
+            if v.is_some() {
+                *slot = v;
+            }
         }
-        if title.is_some() {
-            e.title = title;
+        if priority.is_some() {
+            e.priority = priority;
         }
-        if agent.is_some() {
-            e.agent_id = agent;
+        // A blocker holds until a fact names another or the task moves on.
+        if blocker.is_some() || e.status != "blocked" {
+            e.blocker = blocker;
+        }
+        for d in &deps {
+            push_unique(&mut e.dependencies, d);
+        }
+        for r in &refs {
+            push_unique(&mut e.refs, r);
         }
         e.updated_cursor = cursor;
+        if let Some(p) = parent {
+            self.add_edge(format!("task:{p}"), format!("task:{tid}"), "subtask");
+        }
         self.touch("tasks", tid);
+    }
+
+    /// Payload strings: each key may hold a string or an array of strings.
+    fn pstrs(&self, keys: &[&str]) -> Vec<String> {
+        let mut v = Vec::new();
+        for k in keys {
+            match self.f.payload.get(*k) {
+                Some(Value::String(s)) if !s.trim().is_empty() => push_unique(&mut v, s),
+                Some(Value::Array(a)) => {
+                    for s in a.iter().filter_map(Value::as_str) {
+                        push_unique(&mut v, s);
+                    }
+                }
+                _ => {}
+            }
+        }
+        v
+    }
+
+    /// Add a delegation-graph edge once.
+    fn add_edge(&mut self, from: String, to: String, kind: &str) {
+        let edge = Edge {
+            from,
+            to,
+            kind: kind.into(),
+        };
+        if !self.st.team.edges.contains(&edge) {
+            self.st.team.edges.push(edge);
+            self.touch("team", "edges");
+        }
     }
 
     /// `agent.* | worker.started | worker.completed`.
@@ -111,6 +179,13 @@ impl<'a> Ctx<'a> {
         let name = self.pstr(&["agentName", "name"]);
         let role = self.pstr(&["role"]);
         let model = self.pstr(&["model"]).or_else(|| self.f.model.clone());
+        let team_name = self.pstr(&["teamName"]);
+        let policy = self.pval(&["policy"]).or_else(|| {
+            self.pstr(&["permissionMode"])
+                .map(|m| json!({"permissionMode": m}))
+        });
+        let latest = self.pstr(&["latestTurnStatus"]);
+        let transcript = self.pstr(&["transcriptRef"]);
         let cursor = self.cursor;
         let is_new = !self.st.agents.contains_key(&aid);
         let e = self
@@ -126,6 +201,10 @@ impl<'a> Ctx<'a> {
                 parent_thread_id: None,
                 task_id: None,
                 model: None,
+                team_name: None,
+                policy: None,
+                latest_turn_status: None,
+                transcript_ref: None,
                 lineage: "unavailable".into(),
                 updated_cursor: cursor,
             });
@@ -139,10 +218,16 @@ impl<'a> Ctx<'a> {
             (&mut e.parent_session_id, parent_session),
             (&mut e.parent_thread_id, parent_thread),
             (&mut e.task_id, task),
+            (&mut e.team_name, team_name),
+            (&mut e.latest_turn_status, latest),
+            (&mut e.transcript_ref, transcript),
         ] {
             if v.is_some() {
                 *slot = v;
             }
+        }
+        if policy.is_some() {
+            e.policy = policy;
         }
         let known =
             e.parent_session_id.is_some() || e.parent_thread_id.is_some() || e.task_id.is_some();
@@ -166,15 +251,7 @@ impl<'a> Ctx<'a> {
             self.touch("team", "roster");
         }
         if let Some(from) = from {
-            let edge = Edge {
-                from,
-                to: aid.clone(),
-                kind: "delegation".into(),
-            };
-            if !self.st.team.edges.contains(&edge) {
-                self.st.team.edges.push(edge);
-                self.touch("team", "edges");
-            }
+            self.add_edge(from, aid.clone(), "delegation");
         }
         if self.f.class == "agent.handoff" {
             self.on_handoff();
@@ -190,6 +267,7 @@ impl<'a> Ctx<'a> {
         let status = self.pstr(&["status"]).unwrap_or_else(|| {
             match self.f.class.as_str() {
                 "handoff.requested" => "requested",
+                "handoff.accepted" => "accepted",
                 "handoff.completed" => "completed",
                 _ => "active",
             }
@@ -203,6 +281,7 @@ impl<'a> Ctx<'a> {
             "to": to,
             "reason": self.pstr(&["reason"]).map(|r| truncate(&r, 500)),
             "resumeTarget": self.pstr(&["resumeTarget"]),
+            "contextBoundary": self.pstr(&["contextBoundary", "memoryBoundary"]),
             "taskId": self.f.ids.task_id,
             "agentId": self.agent(),
             "title": self.title(),
@@ -210,15 +289,7 @@ impl<'a> Ctx<'a> {
         });
         merge(upsert(&mut self.st.team.handoffs, "handoffId", &hid), patch);
         if let (Some(from), Some(to)) = (from, to) {
-            let edge = Edge {
-                from,
-                to,
-                kind: "handoff".into(),
-            };
-            if !self.st.team.edges.contains(&edge) {
-                self.st.team.edges.push(edge);
-                self.touch("team", "edges");
-            }
+            self.add_edge(from, to, "handoff");
         }
         self.touch("team", format!("handoff:{hid}"));
     }
@@ -246,6 +317,7 @@ impl<'a> Ctx<'a> {
             "verdict": self.pstr(&["verdict"]),
             "reviewer": self.pstr(&["reviewer", "reviewerId"]).or_else(|| self.agent()),
             "target": self.pstr(&["target", "targetId"]),
+            "requestedFixes": self.pval(&["requestedFixes"]),
             "evidenceRefs": if refs.is_empty() { None } else { Some(refs) },
             "title": self.title(),
             "updatedCursor": self.cursor,
@@ -269,6 +341,12 @@ impl<'a> Ctx<'a> {
             "status": self.pstr(&["status"]).or_else(|| self.f.status.clone()),
             "summary": self.pstr(&["summary", "text", "content", "message"]).map(|s| truncate(&s, 500)),
             "sourceRole": self.pstr(&["role"]),
+            "title": self.title(),
+            "resultRef": self.pstr(&["resultRef"]),
+            "transcriptRef": self.pstr(&["transcriptRef"]),
+            "usage": self.pval(&["usage"]),
+            "durationMs": self.pval(&["durationMs"]),
+            "toolCount": self.pval(&["toolCount"]),
             "refs": self.refs(),
             "cursor": self.cursor,
         });
@@ -310,21 +388,151 @@ impl<'a> Ctx<'a> {
         self.touch("team", format!("channel:{cid}"));
     }
 
-    /// `team.changed`: roster ids named by the payload.
+    /// `team.changed`: roster members (ids, or objects with identity),
+    /// team facts (name, phase, topology, counts) and work-board items.
+    /// Roster-only members get `lineage: "unknown"`: nothing said anything
+    /// about their parents (no diagnostic: a coordinator has none).
     pub fn on_team_changed(&mut self) {
         if let Some(Value::Array(a)) = self.f.payload.get("roster") {
-            let ids: Vec<String> = a
-                .iter()
-                .filter_map(|x| {
-                    x.as_str()
-                        .map(str::to_string)
-                        .or_else(|| x.get("agentId").and_then(Value::as_str).map(str::to_string))
-                })
-                .collect();
-            for id in ids {
+            let members: Vec<Value> = a.clone();
+            for x in members {
+                let id = x
+                    .as_str()
+                    .or_else(|| x.get("agentId").and_then(Value::as_str))
+                    .filter(|s| !s.trim().is_empty())
+                    .map(str::to_string);
+                let Some(id) = id else { continue };
                 push_unique(&mut self.st.team.roster, &id);
+                if x.is_object() {
+                    self.roster_member(&id, &x);
+                }
             }
             self.touch("team", "roster");
         }
+        let mut info = json!({});
+        for k in [
+            "teamName",
+            "teamPhase",
+            "topology",
+            "selectedTeam",
+            "teamParallelBudget",
+            "teamActiveCount",
+            "teamQueuedCount",
+            "providerConcurrencyGroup",
+            "providerParallelBudget",
+            "queueReason",
+            "teamMemoryRef",
+        ] {
+            if let Some(v) = self.pval(&[k]) {
+                info[k] = v;
+            }
+        }
+        if info.as_object().is_some_and(|o| !o.is_empty()) {
+            info["updatedCursor"] = json!(self.cursor);
+            merge(&mut self.st.team.info, info);
+            self.touch("team", "info");
+        }
+        if let Some(Value::Array(items)) = self.f.payload.get("workItems").cloned() {
+            for it in items {
+                let id = it
+                    .get("taskId")
+                    .or_else(|| it.get("workItemId"))
+                    .and_then(Value::as_str)
+                    .filter(|s| !s.trim().is_empty());
+                let Some(id) = id else { continue };
+                let s = |k: &str| it.get(k).and_then(Value::as_str).map(str::to_string);
+                let cursor = self.cursor;
+                let e = self
+                    .st
+                    .tasks
+                    .entry(id.to_string())
+                    .or_insert_with(|| TaskEntry {
+                        task_id: id.to_string(),
+                        parent_task_id: None,
+                        status: "unknown".into(),
+                        title: None,
+                        agent_id: None,
+                        assignee: None,
+                        priority: None,
+                        blocker: None,
+                        dependencies: Vec::new(),
+                        refs: Vec::new(),
+                        runtime_entity: Some("work_item".into()),
+                        updated_cursor: cursor,
+                    });
+                if let Some(v) = s("status") {
+                    e.status = v;
+                }
+                for (slot, v) in [
+                    (&mut e.title, s("title")),
+                    (&mut e.assignee, s("assignee")),
+                    (&mut e.blocker, s("blocker")),
+                ] {
+                    if v.is_some() {
+                        *slot = v;
+                    }
+                }
+                if let Some(p) = it.get("priority").filter(|v| !v.is_null()) {
+                    e.priority = Some(p.clone());
+                }
+                e.updated_cursor = cursor;
+                self.touch("tasks", id.to_string());
+            }
+        }
+    }
+
+    /// A roster member object of `team.changed`: identity fields only.
+    fn roster_member(&mut self, id: &str, x: &Value) {
+        let s = |k: &str| {
+            x.get(k)
+                .and_then(Value::as_str)
+                .filter(|s| !s.trim().is_empty())
+                .map(str::to_string)
+        };
+        let cursor = self.cursor;
+        let e = self
+            .st
+            .agents
+            .entry(id.to_string())
+            .or_insert_with(|| AgentEntry {
+                agent_id: id.to_string(),
+                name: None,
+                role: None,
+                status: "unknown".into(),
+                parent_session_id: None,
+                parent_thread_id: None,
+                task_id: None,
+                model: None,
+                team_name: None,
+                policy: None,
+                latest_turn_status: None,
+                transcript_ref: None,
+                lineage: "unknown".into(),
+                updated_cursor: cursor,
+            });
+        for (slot, v) in [
+            (&mut e.name, s("agentName").or_else(|| s("name"))),
+            (&mut e.role, s("role")),
+            (&mut e.model, s("model")),
+            (&mut e.team_name, s("teamName")),
+            (&mut e.parent_session_id, s("parentSessionId")),
+            (&mut e.parent_thread_id, s("parentThreadId")),
+            (&mut e.task_id, s("taskId")),
+        ] {
+            if v.is_some() {
+                *slot = v;
+            }
+        }
+        if let Some(st) = s("status").or_else(|| s("runtimeStatus")) {
+            e.status = st;
+        }
+        if let Some(p) = x.get("policy").filter(|v| !v.is_null()) {
+            e.policy = Some(p.clone());
+        }
+        if e.parent_session_id.is_some() || e.parent_thread_id.is_some() || e.task_id.is_some() {
+            e.lineage = "known".into();
+        }
+        e.updated_cursor = cursor;
+        self.touch("agents", id.to_string());
     }
 }

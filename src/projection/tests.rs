@@ -523,6 +523,13 @@ fn random_fact_streams_keep_the_invariants() {
         "diagnostic.changed",
         "snapshot.updated",
         "messages.snapshot",
+        "plan.delta",
+        "plan.final",
+        "state.delta",
+        "state.snapshot",
+        "turn.submitted",
+        "team.changed",
+        "context.changed",
         "no.such.class",
     ];
     const WORDS: &[&str] = &["", "a", "ab", "abc", "b", "héllo", "abcd", " "];
@@ -542,6 +549,7 @@ fn random_fact_streams_keep_the_invariants() {
             max_timeline: 10,
             max_diagnostics: 10,
             max_surface_entries: 5,
+            snapshot_messages: 3,
         };
         let mut r = Run::with(cfg);
         for i in 0..150 {
@@ -573,6 +581,13 @@ fn random_fact_streams_keep_the_invariants() {
                 if next(2) == 0 {
                     f = f.p(k, json!(w));
                 }
+            }
+            if next(8) == 0 {
+                f = f.p("role", json!("user"));
+            }
+            if next(8) == 0 {
+                let m = json!([{"id": format!("m{}", i % 2), "text": w, "status": "complete"}]);
+                f = f.p("messages", m);
             }
             r.apply(f);
         }

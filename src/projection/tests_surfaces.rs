@@ -486,6 +486,7 @@ fn bounds_are_respected() {
         max_timeline: 5,
         max_diagnostics: 4,
         max_surface_entries: 6,
+        snapshot_messages: 50,
     };
     let mut r = Run::with(cfg);
     for i in 0..40 {

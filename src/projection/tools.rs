@@ -249,6 +249,21 @@ impl<'a> Ctx<'a> {
 
     /// `tool.result | tool.failed` and the tool-like ends of coding classes.
     pub fn on_tool_end(&mut self, tcid: &str, end: ToolEnd) {
+        let finished = self
+            .st
+            .tools
+            .get(tcid)
+            .is_some_and(|t| t.status == "completed" || t.status == "failed");
+        if finished {
+            self.finding(
+                "repeated_terminal_event",
+                format!(
+                    "{} repeats the end of tool call {tcid}; ignored (the first end stands)",
+                    self.f.class
+                ),
+            );
+            return;
+        }
         let known = self.st.tools.contains_key(tcid);
         if !known {
             self.finding(
