@@ -4,7 +4,7 @@
 use utoipa::OpenApi;
 
 use crate::error::{ProblemDoc, ProblemItem};
-use crate::http::{controls, ingest, ops, sessions, streams};
+use crate::http::{controls, ingest, messages, ops, sessions, streams};
 use crate::session::{IngestOutcome, Warning};
 
 #[derive(OpenApi)]
@@ -20,6 +20,7 @@ use crate::session::{IngestOutcome, Warning};
         sessions::delete_session,
         sessions::get_snapshot,
         sessions::get_events,
+        messages::get_messages,
         controls::post_action,
         controls::post_control,
         streams::stream_sse,
@@ -31,7 +32,7 @@ use crate::session::{IngestOutcome, Warning};
         ops::get_metrics,
         ops::get_openapi,
     ),
-    components(schemas(IngestOutcome, Warning, ProblemDoc, ProblemItem, sessions::EventsPage, sessions::LoggedEvent, sessions::SessionsPage, sessions::SessionSummary, sessions::Deleted, ops::Health, controls::ActionDecision, controls::Decision, controls::RunControl, controls::ControlType, controls::Relayed)),
+    components(schemas(IngestOutcome, Warning, ProblemDoc, ProblemItem, sessions::EventsPage, sessions::LoggedEvent, sessions::SessionsPage, sessions::SessionSummary, sessions::Deleted, messages::MessagesPage, messages::MessageFormat, ops::Health, controls::ActionDecision, controls::Decision, controls::RunControl, controls::ControlType, controls::Relayed)),
     tags(
         (name = "ingest", description = "Runtimes post events"),
         (name = "sessions", description = "Snapshots and the event log"),

@@ -7,6 +7,7 @@ pub mod controls;
 mod extract;
 pub mod ingest;
 pub mod limits;
+pub mod messages;
 pub mod ops;
 pub mod sessions;
 pub mod streams;
@@ -56,6 +57,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(ingest::router())
         .merge(sessions::router())
+        .merge(messages::router())
         .merge(controls::router())
         .merge(streams::router())
         .merge(ops::router())

@@ -12,8 +12,8 @@ use tracing::{debug, warn, Instrument};
 
 use super::registry::RegistryInner;
 use super::{
-    Command, ControlTarget, IncomingEvent, IngestOutcome, MessageFeed, MessagePick, SessionError,
-    Start, Subscription, Warning,
+    Command, ControlTarget, IncomingEvent, IngestOutcome, MessageFeed, MessagePage, MessagePick,
+    SessionError, Start, Subscription, Warning,
 };
 use crate::event::Fact;
 use crate::frame::{self, SharedFrame};
@@ -242,6 +242,22 @@ impl Actor {
                     meta: state.meta.clone(),
                 }));
             }
+            Command::Messages {
+                before,
+                limit,
+                reply,
+            } => {
+                let p = &state.projection;
+                let page =
+                    p.messages_page(before.as_deref(), limit)
+                        .map(|(ms, next)| MessagePage {
+                            messages: ms.to_vec(),
+                            next_before: next,
+                            total: p.messages().len(),
+                            meta: state.meta.clone(),
+                        });
+                let _ = reply.send(page);
+            }
             Command::ControlTarget { action_id, reply } => {
                 let p = &state.projection;
                 let _ = reply.send(ControlTarget {
@@ -278,7 +294,8 @@ impl Actor {
         if let Some(f) = &state.snapshot {
             return f.clone();
         }
-        let mut value = state.projection.state_json();
+        let window = self.registry.ctx.projection.snapshot_messages;
+        let mut value = state.projection.snapshot_json(window);
         if let serde_json::Value::Object(m) = &mut value {
             m.insert("sessionId".into(), self.id.as_ref().into());
         }

@@ -88,6 +88,18 @@ pub struct MessageFeed {
     pub meta: SessionMeta,
 }
 
+/// A page of a session's messages, oldest first (see
+/// `Projection::messages_page`).
+#[derive(Debug, Clone)]
+pub struct MessagePage {
+    pub messages: Vec<crate::projection::Message>,
+    /// `before` of the next (older) page; `None` on the oldest page.
+    pub next_before: Option<String>,
+    /// Messages the projection holds.
+    pub total: usize,
+    pub meta: SessionMeta,
+}
+
 /// What relaying a control needs from a session's own actor.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControlTarget {
@@ -129,6 +141,13 @@ pub enum Command {
     Message {
         pick: MessagePick,
         reply: oneshot::Sender<Option<MessageFeed>>,
+    },
+    /// A page of messages before a message id (or the newest); `None` when
+    /// `before` names no message of the projection.
+    Messages {
+        before: Option<String>,
+        limit: usize,
+        reply: oneshot::Sender<Option<MessagePage>>,
     },
     /// The control URL and, when `action_id` is given, that action's status.
     ControlTarget {
@@ -209,6 +228,20 @@ impl SessionHandle {
     /// A message and the live feed after it; `None` when there is no such message.
     pub async fn message(&self, pick: MessagePick) -> Result<Option<MessageFeed>, SessionError> {
         self.call(|reply| Command::Message { pick, reply }).await
+    }
+
+    /// See [`Command::Messages`].
+    pub async fn messages(
+        &self,
+        before: Option<String>,
+        limit: usize,
+    ) -> Result<Option<MessagePage>, SessionError> {
+        self.call(|reply| Command::Messages {
+            before,
+            limit,
+            reply,
+        })
+        .await
     }
 
     /// See [`Command::ControlTarget`].

@@ -292,6 +292,20 @@ impl Registry {
         .await
     }
 
+    /// A page of a session's messages (see [`crate::session::Command::Messages`]).
+    pub async fn messages(
+        &self,
+        id: &str,
+        before: Option<&str>,
+        limit: usize,
+    ) -> Result<Option<crate::session::MessagePage>, SessionError> {
+        self.with_retry(id, |h| {
+            let before = before.map(str::to_string);
+            async move { h.messages(before, limit).await }
+        })
+        .await
+    }
+
     /// The current snapshot frame of a session.
     pub async fn snapshot(&self, id: &str) -> Result<(SessionMeta, SharedFrame), SessionError> {
         self.with_retry(id, |h| async move { h.snapshot().await })

@@ -96,6 +96,13 @@ const ENDPOINTS: &[(&str, &str, &str, bool)] = &[
     ("POST", "/v1/sessions/s1/events", "publish", true),
     ("GET", "/v1/sessions/s1/snapshot", "subscribe", true),
     ("GET", "/v1/sessions/s1/events", "subscribe", true),
+    ("GET", "/v1/sessions/s1/messages", "subscribe", true),
+    (
+        "GET",
+        "/v1/sessions/s1/messages?format=umo",
+        "subscribe",
+        true,
+    ),
     ("GET", "/v1/sessions/s1/stream", "subscribe", true),
     (
         "GET",

@@ -9,4 +9,5 @@ mod conformance;
 mod controls;
 mod crash;
 mod fuzz;
+mod messages;
 mod packaging;
