@@ -167,3 +167,82 @@ async fn every_fixture_ingests_over_http_and_shows_its_expected_facts() {
         }
     }
 }
+
+/// The team and coding fixtures over HTTP show their lanes: the handoff,
+/// review and channel lanes, the delegation edge from ids only, the
+/// teammate's own message; a `state.delta` aimed at the projection's own
+/// subagent surface is refused (only `state.app` is patchable); the coding
+/// surface has commands with exit codes, test runs with results and refs.
+#[tokio::test]
+async fn team_and_coding_fixtures_show_their_lanes_over_http() {
+    let srv = TestServer::builder().start().await;
+    let fixtures: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(FIXTURES).expect("fixtures")).unwrap();
+    let get = |id: &str| fixtures.iter().find(|f| f["id"] == id).unwrap()["events"].clone();
+
+    let (st, out) = srv.post("fx-team", &get("subagent-handoff")).await;
+    assert_eq!(st, 200, "{out}");
+    let warnings: Vec<&str> = out["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w["code"].as_str())
+        .collect();
+    assert!(warnings.contains(&"state_delta_rejected"), "{warnings:?}");
+    let s = &srv.snapshot("fx-team").await["state"];
+    let ctx = format!("{s:#}");
+    assert_eq!(
+        s["team"]["handoffs"][0]["handoffId"], "handoff_fixture_1",
+        "{ctx}"
+    );
+    assert_eq!(s["team"]["reviews"][0]["reviewId"], "review_fixture_1");
+    assert_eq!(
+        s["team"]["reviews"][0]["evidenceRefs"],
+        serde_json::json!(["evidence_fixture_review"])
+    );
+    assert_eq!(s["team"]["channels"][0]["messageCount"], 1);
+    assert!(s["team"]["edges"]
+        .as_array()
+        .unwrap()
+        .contains(&serde_json::json!({"from": "task:task_fixture", "to": "subagent_fixture_researcher", "kind": "delegation"})));
+    assert_eq!(
+        s["agents"]["subagent_fixture_researcher"]["role"],
+        "researcher"
+    );
+    assert_eq!(
+        s["agents"]["subagent_fixture_researcher"]["lineage"],
+        "known"
+    );
+    assert_eq!(s["tasks"]["task_fixture"]["status"], "completed");
+    assert!(s["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["agentId"] == "subagent_fixture_researcher"));
+    assert_eq!(
+        s["app"],
+        serde_json::json!({}),
+        "the projection is not patchable"
+    );
+
+    let (st, _) = srv.post("fx-code", &get("coding-test-failure-fix")).await;
+    assert_eq!(st, 200);
+    let s = &srv.snapshot("fx-code").await["state"];
+    let c = &s["coding"];
+    assert_eq!(c["commands"]["command_fixture_test_fix"]["exitCode"], 1);
+    assert_eq!(
+        c["commands"]["command_fixture_test_fix"]["status"],
+        "failed"
+    );
+    assert_eq!(c["commands"]["command_fixture_test_rerun"]["exitCode"], 0);
+    assert_eq!(
+        c["commands"]["command_fixture_test_rerun"]["outputRefs"],
+        serde_json::json!(["output_test_fix_passed"])
+    );
+    assert_eq!(c["tests"]["test_fixture_fix"]["status"], "passed");
+    assert_eq!(c["tests"]["test_fixture_fix"]["passed"], 9);
+    assert_eq!(c["tests"]["test_fixture_fix"]["runs"], 2);
+    assert_eq!(c["patches"]["patch_fixture_test_fix"]["status"], "applied");
+    assert_eq!(c["files"]["src/App.test.tsx"]["changes"], 1);
+    assert_eq!(s["runtime"]["status"], "completed");
+}
