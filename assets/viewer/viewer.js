@@ -35,7 +35,7 @@
   /** Open <details> elements, kept across re-renders: "msgId:partIndex". */
   const openDetails = new Set();
 
-  const SURFACE_MAPS = ['tools', 'actions', 'artifacts', 'evidence', 'tasks', 'agents'];
+  const SURFACE_MAPS = ['tools', 'actions', 'artifacts', 'evidence', 'tasks', 'agents', 'plans'];
   const MAX_TIMELINE = 500;
   const MAX_DIAGNOSTICS = 1000;
 
@@ -45,9 +45,10 @@
       runtime: { status: 'unknown', stale: false, pendingActions: 0 },
       messages: [],
       tools: {}, actions: {}, artifacts: {}, evidence: {}, tasks: {}, agents: {},
-      team: { roster: [], handoffs: [], reviews: [], notifications: [], channels: [], edges: [] },
+      team: { roster: [], handoffs: [], reviews: [], notifications: [], channels: [], edges: [], info: {} },
       queue: {},
       context: { refs: [], missing: [], compactions: [] },
+      plans: {}, app: {}, topology: null,
       permissions: { blocks: [] },
       coding: { files: {}, patches: {}, commands: {}, tests: {}, blocks: [] },
       diagnostics: [],
@@ -62,6 +63,7 @@
     for (const k of SURFACE_MAPS) if (!out[k] || typeof out[k] !== 'object') out[k] = {};
     out.team = Object.assign(emptyState().team, out.team || {});
     out.coding = Object.assign(emptyState().coding, out.coding || {});
+    out.context = Object.assign(emptyState().context, out.context || {});
     if (!Array.isArray(out.diagnostics)) out.diagnostics = [];
     if (!Array.isArray(out.timeline)) out.timeline = [];
     if (!Array.isArray(out.messages)) out.messages = [];
@@ -296,7 +298,12 @@
       dirty.panels = true;
       return;
     }
-    if (surface === 'queue' || surface === 'context' || surface === 'permissions') {
+    if (surface === 'topology') {
+      st.topology = data && data.topology;
+      dirty.panels = true;
+      return;
+    }
+    if (surface === 'queue' || surface === 'context' || surface === 'permissions' || surface === 'app') {
       st[surface] = data;
       dirty.panels = true;
       return;
@@ -306,6 +313,7 @@
       const [kind, rest] = splitOnce(String(id));
       if (kind === 'roster') t.roster = Array.isArray(data) ? data : [];
       else if (kind === 'edges') t.edges = Array.isArray(data) ? data : [];
+      else if (kind === 'info') t.info = data || {};
       else if (kind === 'handoff') upsertBy(t.handoffs, 'handoffId', withKey(data, 'handoffId', rest));
       else if (kind === 'review') upsertBy(t.reviews, 'reviewId', withKey(data, 'reviewId', rest));
       else if (kind === 'notification') upsertBy(t.notifications, 'notificationId', withKey(data, 'notificationId', rest));
@@ -748,7 +756,22 @@
         h('span', { class: 'mono muted', text: p.url }));
     }
     if (t === 'file') {
-      return h('div', { class: 'card' }, h('span', { class: 'card-kind', text: 'file' }), h('span', { class: 'mono', text: p.mediaType }));
+      return h('div', { class: 'card', testid: 'file-part' }, h('span', { class: 'card-kind', text: 'file' }),
+        h('span', { class: 'card-title', text: p.url }), h('span', { class: 'mono muted', text: p.mediaType }));
+    }
+    if (t === 'data-attachment') {
+      const d = p.data || {};
+      return h('div', { class: 'card', testid: 'attachment-part' }, h('span', { class: 'card-kind', text: d.kind || 'attachment' }),
+        h('span', { class: 'card-title', text: d.name || d.ref || d.objectId || p.id || '' }),
+        d.sensitive ? badge('capability ref', 'badge-neutral') : null);
+    }
+    if (t === 'data-plan') {
+      const d = p.data || {};
+      const det = keepOpen(h('details', { class: 'reasoning plan-part', testid: 'plan-part' }), key);
+      det.append(h('summary', null, h('span', { class: 'reasoning-label', text: 'Plan' }),
+        h('span', { class: 'muted', text: d.status === 'final' ? '' : ' · drafting…' })));
+      det.append(h('div', { class: 'reasoning-text', text: d.text || '' }));
+      return det;
     }
     if (t.startsWith('data-')) {
       return h('div', { class: 'data-part muted', text: t.slice(5) + (p.id ? ' · ' + p.id : '') });
@@ -907,26 +930,10 @@
     fill('artifacts-list', 'count-artifacts', Object.values(st.artifacts).filter(Boolean).reverse().map((a) => renderArtifactCard(a, 'artifact-item')));
     fill('evidence-list', 'count-evidence', Object.values(st.evidence).filter(Boolean).reverse().map((e) => renderEvidenceCard(e, 'evidence-item')));
 
-    // Teammates: the agents surface plus roster ids without an entry.
-    const ids = [...Object.keys(st.agents)];
-    for (const r of st.team.roster || []) if (!ids.includes(r)) ids.push(r);
-    const teammates = ids.map((id) => renderAgent(id, st.agents[id]));
-    const extra = [];
-    const t = st.team;
-    const counts = [['handoffs', t.handoffs], ['reviews', t.reviews], ['notifications', t.notifications], ['channels', t.channels]]
-      .filter(([, v]) => Array.isArray(v) && v.length).map(([k, v]) => v.length + ' ' + k);
-    if (counts.length) extra.push(h('p', { class: 'muted small team-extra', text: counts.join(' · ') }));
-    const tasks = Object.values(st.tasks).filter(Boolean);
-    if (tasks.length) {
-      extra.push(h('div', { class: 'subhead', text: 'Tasks' }));
-      for (const tk of tasks) {
-        extra.push(h('div', { class: 'row' },
-          h('span', { class: 'row-title', text: tk.title || tk.taskId }),
-          badge(tk.status, 'badge-' + lifeClass(tk.status))));
-      }
-    }
-    fill('team-list', 'count-team', teammates);
-    if (extra.length) $('team-list').append(...extra);
+    renderTeam(st);
+    renderQueue(st);
+    renderCoding(st);
+    renderContext(st);
 
     // Tools.
     const tools = Object.values(st.tools).filter(Boolean).reverse();
@@ -940,11 +947,118 @@
     fill('diagnostics-list', 'count-diagnostics', diags.map(renderDiagnostic));
   }
 
+  /** A sub-list: a heading and rows, or nothing when empty. */
+  function section(listId, title, rows) {
+    const el = $(listId);
+    el.replaceChildren(...(rows.length ? [h('div', { class: 'subhead', text: title + ' · ' + rows.length }), ...rows] : []));
+    el.hidden = rows.length === 0;
+  }
+
+  function row(testid, title, status, meta, extra) {
+    return h('div', { class: 'row-block', testid, dataset: { status: status || '' } },
+      h('div', { class: 'row' },
+        h('span', { class: 'row-title', text: title }),
+        status ? badge(status, 'badge-' + lifeClass(status)) : null),
+      meta ? h('div', { class: 'muted small row-meta', text: meta }) : null,
+      extra || null);
+  }
+
+  const join = (...xs) => xs.filter((x) => x != null && x !== '').join(' · ');
+
+  function renderTeam(st) {
+    const t = st.team;
+    // The roster: the agents surface plus roster ids without an entry.
+    const ids = [...Object.keys(st.agents)];
+    for (const r of t.roster || []) if (!ids.includes(r)) ids.push(r);
+    fill('team-list', 'count-team', ids.map((id) => renderAgent(id, st.agents[id])), 'No teammates.');
+    const info = t.info || {};
+    $('team-topology').textContent = join(st.topology, info.teamName, info.teamPhase);
+    section('work-list', 'Work items', Object.values(st.tasks).filter(Boolean).map((tk) =>
+      row('work-item', tk.title || tk.taskId, tk.status,
+        join(tk.assignee ? 'assignee ' + tk.assignee : (tk.agentId ? 'agent ' + tk.agentId : null),
+          tk.parentTaskId ? 'parent ' + tk.parentTaskId : null, tk.blocker ? 'blocked: ' + tk.blocker : null,
+          (tk.dependencies || []).length ? 'after ' + tk.dependencies.join(', ') : null))));
+    section('handoff-list', 'Handoffs', (t.handoffs || []).filter(Boolean).map((x) =>
+      row('handoff', join(x.from || '?', x.to || '?').replace(' · ', ' → '), x.status, join(x.reason, x.resumeTarget ? 'resume ' + x.resumeTarget : null))));
+    section('review-list', 'Reviews', (t.reviews || []).filter(Boolean).map((x) =>
+      row('review', x.title || x.reviewId, x.verdict || x.status, join(x.reviewer ? 'by ' + x.reviewer : null, x.target),
+        Array.isArray(x.evidenceRefs) && x.evidenceRefs.length ? refList(x.evidenceRefs) : null)));
+    section('notification-list', 'Worker notifications', (t.notifications || []).filter(Boolean).slice().reverse().map((x) =>
+      row('worker-notification', x.summary || x.title || 'notification', x.status,
+        join(x.agentId, x.taskId ? 'task ' + x.taskId : null, x.resultRef))));
+  }
+
+  function renderQueue(st) {
+    const q = st.queue || {};
+    const items = Array.isArray(q.items) ? q.items : [];
+    fill('queue-list', 'count-queue', items.map((it) =>
+      h('div', { class: 'row queue-item kind-' + (it.kind || 'unknown'), testid: 'queue-item', dataset: { kind: it.kind || 'unknown' } },
+        badge(it.kind === 'steer' ? 'steer' : it.kind === 'queue' ? 'queued' : 'unknown', it.kind === 'steer' ? 'badge-agent' : 'badge-neutral'),
+        h('span', { class: 'row-title', text: it.text || it.turnId || it.id }),
+        it.status ? h('span', { class: 'muted small', text: it.status }) : null)), 'Nothing queued.');
+  }
+
+  function renderCoding(st) {
+    const c = st.coding;
+    const rows = [];
+    for (const f of Object.values(c.files || {})) {
+      if (!f) continue;
+      rows.push(row('coding-file', f.path, f.changes ? (f.changeKind || 'changed') : 'read',
+        join(f.reads ? f.reads + ' read' : null, f.changes ? f.changes + ' change' : null, f.diffRef)));
+    }
+    for (const [id, p] of Object.entries(c.patches || {})) {
+      if (p) rows.push(row('coding-patch', 'patch ' + (p.path || id), p.status, join(p.failureCategory, p.diffRef)));
+    }
+    for (const [id, x] of Object.entries(c.commands || {})) {
+      if (!x) continue;
+      rows.push(row('coding-command', x.command || id, x.status,
+        join(x.exitCode != null ? 'exit ' + x.exitCode : null, x.cwd),
+        Array.isArray(x.outputRefs) && x.outputRefs.length ? refList(x.outputRefs) : null));
+    }
+    for (const [id, x] of Object.entries(c.tests || {})) {
+      if (!x) continue;
+      rows.push(row('coding-test', 'tests ' + (x.suite || id), x.status,
+        join(x.passed != null ? x.passed + ' passed' : null, x.failed != null ? x.failed + ' failed' : null, x.runs ? x.runs + ' runs' : null)));
+    }
+    for (const b of c.blocks || []) {
+      if (b) rows.push(row('coding-block', 'blocked: ' + (b.reasonCode || 'sandbox'), 'blocked', join(b.commandId, b.toolCallId)));
+    }
+    fill('coding-list', 'count-coding', rows, 'No coding activity.');
+  }
+
+  function renderContext(st) {
+    const c = st.context || {};
+    const rows = [];
+    if (c.status) rows.push(h('div', { class: 'row' }, h('span', { class: 'row-title', text: 'status' }), badge(c.status, 'badge-' + (c.status === 'missing' ? 'failed' : lifeClass(c.status)))));
+    const b = c.budget;
+    if (b != null) {
+      const used = b && typeof b === 'object' ? b.usedTokens : null;
+      const max = b && typeof b === 'object' ? b.maxTokens : null;
+      const meter = h('div', { class: 'budget', testid: 'context-budget' },
+        h('span', { class: 'k', text: 'budget' }),
+        h('span', { class: 'mono', text: used != null && max != null ? used + ' / ' + max + ' tokens' : short(b, 60) }));
+      if (typeof used === 'number' && typeof max === 'number' && max > 0) {
+        const m = document.createElement('meter');
+        m.className = 'budget-meter';
+        m.min = 0; m.max = max; m.value = Math.min(used, max); m.high = max * 0.9;
+        meter.append(m);
+      }
+      rows.push(meter);
+    }
+    for (const r of c.refs || []) rows.push(h('div', { class: 'ref-row', testid: 'context-ref' }, h('span', { class: 'ref mono', text: String(r) })));
+    for (const m of c.missing || []) rows.push(h('div', { class: 'row', testid: 'context-missing' }, badge('missing', 'badge-failed'), h('span', { class: 'row-title mono', text: String(m) })));
+    for (const k of c.compactions || []) {
+      if (k) rows.push(row('context-compaction', 'compaction ' + (k.compactionId || ''), k.status, join(k.summary, k.resumeRef)));
+    }
+    fill('context-list', 'count-context', rows, 'No context facts.');
+    $('count-context').textContent = (c.refs || []).length ? String(c.refs.length) : '';
+  }
+
   function lifeClass(s) {
     switch (s) {
-      case 'completed': case 'done': case 'succeeded': case 'passed': return 'done';
-      case 'failed': case 'error': return 'failed';
-      case 'running': case 'started': case 'active': case 'in_progress': return 'running';
+      case 'completed': case 'done': case 'succeeded': case 'passed': case 'applied': case 'resolved': case 'accepted': return 'done';
+      case 'failed': case 'error': case 'blocked': case 'changes_requested': return 'failed';
+      case 'running': case 'started': case 'active': case 'in_progress': case 'compacting': return 'running';
       case 'cancelled': case 'canceled': case 'interrupted': return 'muted';
       default: return 'neutral';
     }

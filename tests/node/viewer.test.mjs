@@ -404,3 +404,74 @@ test('viewer: a reset (session deleted) clears the page, then it follows the new
     await page.close();
   }
 });
+
+test('viewer: team, queue, coding and context panels render from the snapshot and live', async (t) => {
+  if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+  const s = `${sid}-workbench`;
+  const at = { runId: 'r', turnId: 't' };
+  // Half before the page opens (snapshot), half while it watches (deltas).
+  const first = await post(server.base, s, [
+    { id: 'w1', type: 'turn.submitted', ...at, payload: { text: 'Fix the build', attachments: [
+      { type: 'document', url: 'https://files.test/spec.pdf', mediaType: 'application/pdf' },
+      { type: 'business_object', objectType: 'campaign', objectId: '42', name: 'Q3 campaign' }] } },
+    { id: 'w2', type: 'team.changed', topology: 'coordinator_team', payload: { teamName: 'delivery', roster: [{ agentId: 'lead', role: 'coordinator' }] } },
+    { id: 'w3', type: 'task.created', taskId: 'task-1', payload: { assignee: 'researcher' }, title: 'Collect sources' },
+    { id: 'w4', type: 'subagent.started', subagentId: 'researcher', taskId: 'task-1', payload: { role: 'researcher', model: 'm-2' } },
+    { id: 'w5', type: 'file.changed', ...at, payload: { path: 'src/main.rs', changeKind: 'modified', diffRef: 'diff://1' } },
+    { id: 'w6', type: 'command.exited', ...at, toolCallId: 'cmd-1', payload: { command: 'cargo test', exitCode: 101, outputRef: 'out://1' } },
+    { id: 'w7', type: 'context.changed', payload: { contextRefs: ['doc://spec'], budget: { usedTokens: 700, maxTokens: 1000 }, missing: ['doc://secret'] } },
+  ]);
+  const page = await browser.newPage();
+  const problems = [];
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(m.text()); });
+  page.on('pageerror', (e) => problems.push(String(e)));
+  try {
+    await page.goto(`${proxy.base}/?session=${encodeURIComponent(s)}`);
+    await page.waitForFunction((c) => window.__viewer?.lastCursor === c, first.cursor, { timeout: T });
+    const live = await post(server.base, s, [
+      { id: 'w8', type: 'handoff.requested', payload: { handoffId: 'h1', from: 'lead', to: 'researcher', reason: 'needs sources' } },
+      { id: 'w9', type: 'review.verdict', reviewId: 'rv1', evidenceId: 'ev1', payload: { verdict: 'passed' } },
+      { id: 'w10', type: 'worker.notification', subagentId: 'researcher', taskId: 'task-1', payload: { role: 'user', summary: '3 sources found' } },
+      { id: 'w11', type: 'queue.changed', payload: { queuedTurns: [{ turnId: 't2', text: 'next question' }], steer: { id: 's1', text: 'use v2' } } },
+      { id: 'w12', type: 'patch.failed', ...at, payload: { patchId: 'p1', path: 'src/lib.rs', failureCategory: 'conflict' } },
+      { id: 'w13', type: 'test.completed', ...at, toolCallId: 'tr-1', payload: { suite: 'unit', result: 'failed', passed: 3, failed: 1 } },
+      { id: 'w14', type: 'sandbox.blocked', ...at, payload: { reasonCode: 'network_disabled' } },
+      { id: 'w15', type: 'context.compaction.started', payload: { compactionId: 'k1' } },
+      { id: 'w16', type: 'context.compaction.completed', payload: { compactionId: 'k1', summary: 'kept 3 facts' } },
+      { id: 'w17', type: 'plan.delta', ...at, payload: { delta: '1. reproduce' } },
+    ]);
+    await page.waitForFunction((c) => window.__viewer.lastCursor === c, live.cursor, { timeout: T });
+    const n = async (id) => page.getByTestId(id).count();
+    await page.getByTestId('worker-notification').waitFor({ timeout: T });
+    assert.equal(await n('teammate'), 2, 'lead and researcher');
+    assert.match(await page.getByTestId('team-topology').textContent(), /coordinator_team/);
+    assert.equal(await n('work-item'), 1);
+    assert.equal(await n('handoff'), 1);
+    assert.equal(await n('review'), 1);
+    assert.equal(await n('worker-notification'), 1);
+    assert.match(await page.getByTestId('worker-notification').textContent(), /3 sources found/);
+    // A worker notification is never a user message: the one user message is the submitted turn.
+    assert.equal(await page.locator('[data-testid=message][data-role=user]').count(), 1);
+    assert.deepEqual(await page.getByTestId('queue-item').evaluateAll((xs) => xs.map((x) => x.dataset.kind)), ['queue', 'steer']);
+    assert.equal(await n('coding-file'), 1);
+    assert.equal(await n('coding-command'), 1);
+    assert.match(await page.getByTestId('coding-command').textContent(), /exit 101/);
+    assert.equal(await n('coding-patch'), 1);
+    assert.equal(await n('coding-test'), 1);
+    assert.match(await page.getByTestId('coding-test').textContent(), /3 passed · 1 failed/);
+    assert.equal(await n('coding-block'), 1);
+    assert.equal(await n('context-ref'), 1);
+    assert.equal(await n('context-missing'), 1);
+    assert.equal(await n('context-budget'), 1);
+    assert.equal(await n('context-compaction'), 1);
+    assert.equal(await page.getByTestId('context-compaction').getAttribute('data-status'), 'completed');
+    assert.equal(await n('file-part'), 1);
+    assert.equal(await n('attachment-part'), 1);
+    assert.equal(await n('plan-part'), 1);
+    await page.setViewportSize({ width: 1400, height: 2000 });
+    await page.screenshot({ path: path.join(ROOT, 'target/viewer-workbench.png'), fullPage: true });
+    assert.deepEqual(problems, []);
+  } finally {
+    await page.close();
+  }
+});
