@@ -819,3 +819,29 @@ fn snapshot_holds_a_window_and_older_messages_page_in() {
     let small = r.p.snapshot_json(50);
     assert_eq!(small["history"], json!({"messages": 7, "inSnapshot": 7}));
 }
+
+#[test]
+fn checkpoints_written_before_the_new_surfaces_still_load() {
+    let mut r = Run::new();
+    r.apply(
+        F::new("e1", "turn.submitted")
+            .turn("t")
+            .p("text", json!("hi")),
+    );
+    r.apply(
+        F::new("e2", "subagent.started")
+            .ids(sub("s1"))
+            .ids(|i| i.task_id = Some("k".into())),
+    );
+    r.apply(F::new("e3", "task.created").ids(|i| i.task_id = Some("k".into())));
+    let mut v = serde_json::to_value(&r.p).unwrap();
+    let st = v["state"].as_object_mut().unwrap();
+    for k in ["plans", "app", "topology"] {
+        st.remove(k);
+    }
+    st["team"].as_object_mut().unwrap().remove("info");
+    st["permissions"].as_object_mut().unwrap().remove("agents");
+    let back: Projection = serde_json::from_value(v).expect("an old checkpoint loads");
+    assert_eq!(back.state().messages, r.p.state().messages);
+    assert_eq!(back.state().agents, r.p.state().agents);
+}
