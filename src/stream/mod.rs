@@ -223,30 +223,34 @@ where
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let deadline =
-        exp.map(|e| tokio::time::Instant::now() + Duration::from_secs(e.saturating_sub(now)));
+    // One timer for the stream's lifetime (not one per item).
+    let deadline = exp.map(|e| {
+        Box::pin(tokio::time::sleep_until(
+            tokio::time::Instant::now() + Duration::from_secs(e.saturating_sub(now)),
+        ))
+    });
     let farewell: VecDeque<T> = farewell.into();
     futures_util::stream::unfold(
-        (Box::pin(inner), St::Running, Some(farewell)),
-        move |(mut inner, mut st, mut bye)| async move {
+        (Box::pin(inner), St::Running, Some(farewell), deadline),
+        move |(mut inner, mut st, mut bye, mut deadline)| async move {
             loop {
                 match &mut st {
                     St::Farewell(q) => {
                         let item = q.pop_front()?;
-                        return Some((item, (inner, st, bye)));
+                        return Some((item, (inner, st, bye, deadline)));
                     }
                     St::Running => {
-                        let item = match deadline {
+                        let item = match deadline.as_mut() {
                             None => inner.next().await,
                             Some(d) => tokio::select! {
                                 item = inner.next() => item,
-                                _ = tokio::time::sleep_until(d) => {
+                                _ = d.as_mut() => {
                                     st = St::Farewell(bye.take().unwrap_or_default());
                                     continue;
                                 }
                             },
                         };
-                        return item.map(|i| (i, (inner, st, bye)));
+                        return item.map(|i| (i, (inner, st, bye, deadline)));
                     }
                 }
             }

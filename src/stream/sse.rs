@@ -39,18 +39,8 @@ pub fn response(
         }
     }));
     let body = futures_util::stream::once(async { Ok(Bytes::from_static(PREAMBLE)) }).chain(
-        futures_util::stream::unfold(
-            (batches, shutdown),
-            move |(mut batches, shutdown)| async move {
-                let item = tokio::select! {
-                    biased;
-                    _ = shutdown.cancelled() => None,
-                    b = batches.next() => b,
-                    _ = tokio::time::sleep(heartbeat) => Some(Bytes::from_static(HEARTBEAT)),
-                };
-                item.map(|b| (Ok::<_, std::convert::Infallible>(b), (batches, shutdown)))
-            },
-        ),
+        with_heartbeats(batches, heartbeat, shutdown, HEARTBEAT)
+            .map(Ok::<_, std::convert::Infallible>),
     );
     metrics::gauge!("projector_subscribers", "transport" => "sse").increment(1.0);
     let guard = SubscriberGauge("sse");
@@ -68,6 +58,34 @@ pub fn response(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
+}
+
+/// Interleave heartbeat bytes into `items` every `every` (a single interval
+/// timer per connection, not a new timer per item) and end on shutdown.
+pub(crate) fn with_heartbeats<S>(
+    items: S,
+    every: Duration,
+    shutdown: CancellationToken,
+    beat: &'static [u8],
+) -> impl Stream<Item = Bytes> + Send + 'static
+where
+    S: Stream<Item = Bytes> + Send + Unpin + 'static,
+{
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let stop = Box::pin(shutdown.cancelled_owned());
+    futures_util::stream::unfold(
+        (items, tick, stop),
+        move |(mut items, mut tick, mut stop)| async move {
+            let item = tokio::select! {
+                biased;
+                _ = &mut stop => None,
+                b = items.next() => b,
+                _ = tick.tick() => Some(Bytes::from_static(beat)),
+            };
+            item.map(|b| (b, (items, tick, stop)))
+        },
+    )
 }
 
 /// Decrements the subscriber gauge when the connection's stream is dropped.

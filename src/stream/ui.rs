@@ -179,17 +179,8 @@ pub fn response(
     heartbeat: Duration,
     shutdown: CancellationToken,
 ) -> Response {
-    let bytes = Box::pin(bytes);
-    let body =
-        futures_util::stream::unfold((bytes, shutdown), move |(mut bytes, shutdown)| async move {
-            let item = tokio::select! {
-                biased;
-                _ = shutdown.cancelled() => None,
-                b = bytes.next() => b,
-                _ = tokio::time::sleep(heartbeat) => Some(Bytes::from_static(HEARTBEAT)),
-            };
-            item.map(|b| (Ok::<_, std::convert::Infallible>(b), (bytes, shutdown)))
-        });
+    let body = super::sse::with_heartbeats(Box::pin(bytes), heartbeat, shutdown, HEARTBEAT)
+        .map(Ok::<_, std::convert::Infallible>);
     let mut resp = Response::new(Body::from_stream(body));
     *resp.status_mut() = StatusCode::OK;
     let h = resp.headers_mut();

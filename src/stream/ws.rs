@@ -24,10 +24,12 @@ pub async fn serve(
     let (mut sink, mut incoming) = socket.split();
     let mut frames = Box::pin(frames);
     let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+    let stop = shutdown.cancelled_owned();
+    tokio::pin!(stop);
     loop {
         tokio::select! {
             biased;
-            _ = shutdown.cancelled() => {
+            _ = &mut stop => {
                 let _ = sink.send(Message::Close(Some(CloseFrame {
                     code: 1001,
                     reason: Utf8Bytes::from_static("server shutting down"),

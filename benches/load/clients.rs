@@ -1,0 +1,216 @@
+//! Load clients: raw-TCP SSE subscribers and WebSocket subscribers that count
+//! delivered text deltas and (when sampled) measure publish-to-receive
+//! latency from the send timestamp carried in each delta (`T<nanos>;`), and
+//! a paced publisher.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use memchr::memmem;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Notify;
+
+/// The clock all timestamps are taken on (one process).
+pub fn nanos(base: Instant) -> u64 {
+    base.elapsed().as_nanos() as u64
+}
+
+/// What subscribers saw.
+#[derive(Default)]
+pub struct Tally {
+    pub delivered: AtomicU64,
+    pub ready: AtomicU64,
+    pub failed: AtomicU64,
+    /// Latencies in microseconds, from sampled subscribers only.
+    pub latencies: Mutex<Vec<u32>>,
+    pub all_ready: Notify,
+}
+
+const MARKER: &[u8] = b"\"delta\":\"T";
+
+/// Scan `buf` for markers; count them and record latencies when sampling.
+fn scan(buf: &[u8], base: Instant, sample: bool, out: &mut Vec<u32>) -> (u64, usize) {
+    let mut n = 0;
+    let mut consumed = 0;
+    let now = nanos(base);
+    for at in memmem::find_iter(buf, MARKER) {
+        let start = at + MARKER.len();
+        let Some(end) = buf[start..].iter().position(|&b| b == b';') else {
+            break; // a marker cut by the read boundary: keep it for next time
+        };
+        n += 1;
+        consumed = start + end;
+        if sample {
+            if let Some(ts) = std::str::from_utf8(&buf[start..start + end])
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok())
+            {
+                out.push((now.saturating_sub(ts) / 1000) as u32);
+            }
+        }
+    }
+    (n, consumed)
+}
+
+/// One SSE subscriber over raw TCP; counts until `stop`.
+pub async fn sse(
+    addr: std::net::SocketAddr,
+    path: String,
+    tally: Arc<Tally>,
+    expected: u64,
+    sample: bool,
+    base: Instant,
+    stop: Arc<Notify>,
+) {
+    let Ok(mut s) = TcpStream::connect(addr).await else {
+        tally.failed.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let _ = s.set_nodelay(true);
+    let req = format!("GET {path} HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\r\n");
+    if s.write_all(req.as_bytes()).await.is_err() {
+        tally.failed.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let mut buf = Vec::with_capacity(16 * 1024);
+    let mut chunk = vec![0u8; 16 * 1024];
+    let mut ready = false;
+    let mut lat = Vec::new();
+    let stopped = stop.notified();
+    tokio::pin!(stopped);
+    loop {
+        let n = tokio::select! {
+            r = s.read(&mut chunk) => match r { Ok(0) | Err(_) => break, Ok(n) => n },
+            _ = &mut stopped => break,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        if !ready {
+            // Subscribed once the first event (snapshot / start) arrived.
+            if memmem::find(&buf, b"\n\n").is_some() && memmem::find(&buf, b"data: ").is_some() {
+                ready = true;
+                if tally.ready.fetch_add(1, Ordering::SeqCst) + 1 == expected {
+                    tally.all_ready.notify_waiters();
+                }
+            } else {
+                continue;
+            }
+        }
+        let (count, consumed) = scan(&buf, base, sample, &mut lat);
+        tally.delivered.fetch_add(count, Ordering::Relaxed);
+        let keep_from = consumed.max(buf.len().saturating_sub(64));
+        buf.drain(..keep_from);
+    }
+    if sample && !lat.is_empty() {
+        tally.latencies.lock().unwrap().extend(lat);
+    }
+}
+
+/// One WebSocket subscriber.
+pub async fn ws(
+    url: String,
+    tally: Arc<Tally>,
+    expected: u64,
+    sample: bool,
+    base: Instant,
+    stop: Arc<Notify>,
+) {
+    let Ok((mut sock, _)) = tokio_tungstenite::connect_async(url).await else {
+        tally.failed.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let mut ready = false;
+    let mut lat = Vec::new();
+    let stopped = stop.notified();
+    tokio::pin!(stopped);
+    loop {
+        let msg = tokio::select! {
+            m = sock.next() => match m { Some(Ok(m)) => m, _ => break },
+            _ = &mut stopped => break,
+        };
+        let tokio_tungstenite::tungstenite::Message::Text(t) = msg else {
+            continue;
+        };
+        if !ready {
+            ready = true;
+            if tally.ready.fetch_add(1, Ordering::SeqCst) + 1 == expected {
+                tally.all_ready.notify_waiters();
+            }
+        }
+        let (count, _) = scan(t.as_bytes(), base, sample, &mut lat);
+        tally.delivered.fetch_add(count, Ordering::Relaxed);
+    }
+    if sample && !lat.is_empty() {
+        tally.latencies.lock().unwrap().extend(lat);
+    }
+}
+
+/// Post `rate` text deltas per second for `dur` to `sessions` (round robin),
+/// one event per POST, from `workers` keep-alive clients. Returns events sent.
+pub async fn publish(
+    base_url: String,
+    sessions: Vec<String>,
+    rate: u64,
+    dur: Duration,
+    workers: usize,
+    base: Instant,
+) -> u64 {
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(workers)
+        .tcp_nodelay(true)
+        .build()
+        .unwrap();
+    let sent = Arc::new(AtomicU64::new(0));
+    let per_worker = rate as f64 / workers as f64;
+    let sessions = Arc::new(sessions);
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        let (http, sent, sessions, base_url) = (
+            http.clone(),
+            sent.clone(),
+            sessions.clone(),
+            base_url.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let start = Instant::now();
+            let mut i = 0u64;
+            while start.elapsed() < dur {
+                // Pace: the i-th event of this worker is due at i / per_worker s.
+                let due = start + Duration::from_secs_f64(i as f64 / per_worker);
+                if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                    tokio::time::sleep(wait).await;
+                }
+                let k = (i as usize * workers + w) % sessions.len();
+                let body = format!(
+                    r#"{{"type":"text.delta","runId":"r","payload":{{"delta":"T{};"}}}}"#,
+                    nanos(base)
+                );
+                let r = http
+                    .post(format!("{base_url}/v1/sessions/{}/events", sessions[k]))
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await;
+                if matches!(&r, Ok(resp) if resp.status().is_success()) {
+                    sent.fetch_add(1, Ordering::Relaxed);
+                }
+                i += 1;
+            }
+        }));
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    sent.load(Ordering::Relaxed)
+}
+
+/// Percentile (0..=1) of a sorted slice, in milliseconds.
+pub fn pct(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i] as f64 / 1000.0
+}

@@ -1,0 +1,525 @@
+//! The load generator: agent-projector against the anchor (a Node.js server
+//! with the `ai` package's UI message streams made resumable by Vercel's
+//! `resumable-stream` over Redis), from a clean start, in one run:
+//! ingest, SSE and WebSocket fan-out with publish-to-receive latency,
+//! memory per idle connection and per idle session, and replay.
+//!
+//! `cargo bench --bench load` runs it all (several minutes; needs Node and
+//! Redis on 127.0.0.1:6379 for the anchor). Under `cargo test` a
+//! seconds-long smoke version runs against agent-projector only. Prints a
+//! table and writes `target/bench-load.json`.
+
+mod clients;
+mod servers;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clients::{pct, Tally};
+use serde_json::{json, Value};
+use servers::Server;
+use tokio::sync::Notify;
+
+#[derive(Clone, Copy)]
+struct Scale {
+    full: bool,
+    run: Duration,
+    ingest_events: usize,
+    idle_conns: usize,
+    idle_sessions: usize,
+    replay_frames: usize,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Transport {
+    Sse,
+    Ws,
+}
+
+struct Fanout {
+    label: String,
+    subscribers: usize,
+    offered_events_per_s: u64,
+    offered_deliveries_per_s: u64,
+    delivered_per_s: f64,
+    delivered_ratio: f64,
+    p50: f64,
+    p99: f64,
+    p999: f64,
+    failed: u64,
+}
+
+/// Open `sessions` x `per_session` subscribers, publish `rate` events/s
+/// for the run, and measure what arrived.
+async fn fanout(
+    server: &Server,
+    transport: Transport,
+    sessions: usize,
+    per_session: usize,
+    rate: u64,
+    scale: Scale,
+) -> Fanout {
+    let base = Instant::now();
+    let tally = Arc::new(Tally::default());
+    let stop = Arc::new(Notify::new());
+    let total = sessions * per_session;
+    let run_id = format!(
+        "{}",
+        base.elapsed().as_nanos() ^ (std::process::id() as u128) << 20
+    );
+    let names: Vec<String> = (0..sessions).map(|s| format!("fan-{run_id}-{s}")).collect();
+    let mut tasks = Vec::with_capacity(total);
+    for i in 0..total {
+        let session = names[i % sessions].clone();
+        let (t2, stop) = (tally.clone(), stop.clone());
+        let sample = i < 200;
+        tasks.push(match transport {
+            Transport::Sse => tokio::spawn(clients::sse(
+                server.addr,
+                format!("/v1/sessions/{session}/stream"),
+                t2.clone(),
+                total as u64,
+                sample,
+                base,
+                stop,
+            )),
+            Transport::Ws => tokio::spawn(clients::ws(
+                format!("ws://{}/v1/sessions/{session}/ws", server.addr),
+                t2.clone(),
+                total as u64,
+                sample,
+                base,
+                stop,
+            )),
+        });
+        // Connect in waves so the listen backlog never overflows.
+        if i % 500 == 499 {
+            let want = (i + 1) as u64;
+            let t0 = Instant::now();
+            while tally.ready.load(Ordering::SeqCst) + tally.failed.load(Ordering::SeqCst) < want
+                && t0.elapsed() < Duration::from_secs(30)
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+    let t0 = Instant::now();
+    while tally.ready.load(Ordering::SeqCst) + tally.failed.load(Ordering::SeqCst) < total as u64
+        && t0.elapsed() < Duration::from_secs(60)
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let before = tally.delivered.load(Ordering::SeqCst);
+    let sent = clients::publish(server.url(), names, rate, scale.run, 8, base).await;
+    // Let in-flight deliveries land, bounded.
+    let expected = sent * per_session as u64 + before;
+    let t0 = Instant::now();
+    while tally.delivered.load(Ordering::SeqCst) < expected && t0.elapsed() < Duration::from_secs(5)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let elapsed = scale.run.as_secs_f64() + t0.elapsed().as_secs_f64();
+    stop.notify_waiters();
+    for t in tasks {
+        let _ = t.await;
+    }
+    let delivered = tally.delivered.load(Ordering::SeqCst) - before;
+    let mut lat = std::mem::take(&mut *tally.latencies.lock().unwrap());
+    lat.sort_unstable();
+    Fanout {
+        label: format!(
+            "{} {} x {} {}",
+            match transport {
+                Transport::Sse => "SSE",
+                Transport::Ws => "WS",
+            },
+            sessions,
+            per_session,
+            if sessions == 1 { "sub" } else { "sub each" }
+        ),
+        subscribers: total,
+        offered_events_per_s: rate,
+        offered_deliveries_per_s: rate * per_session as u64,
+        delivered_per_s: delivered as f64 / elapsed,
+        delivered_ratio: delivered as f64 / (sent * per_session as u64).max(1) as f64,
+        p50: pct(&lat, 0.5),
+        p99: pct(&lat, 0.99),
+        p999: pct(&lat, 0.999),
+        failed: tally.failed.load(Ordering::SeqCst),
+    }
+}
+
+/// Ingest events/s: single-event POSTs from 64 clients, or NDJSON batches.
+async fn ingest(server: &Server, batch: usize, total: usize) -> f64 {
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap();
+    let clients = if batch == 1 { 64 } else { 8 };
+    let per_client = (total / clients / batch).max(1);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let (http, url) = (http.clone(), server.url());
+            tokio::spawn(async move {
+                for b in 0..per_client {
+                    let mut body = String::with_capacity(batch * 96);
+                    for i in 0..batch {
+                        body.push_str(&format!(
+                            "{{\"id\":\"{c}-{b}-{i}\",\"type\":\"text.delta\",\"runId\":\"r\",\"payload\":{{\"delta\":\"token \"}}}}\n"
+                        ));
+                    }
+                    let r = http
+                        .post(format!("{url}/v1/sessions/ingest-{c}/events"))
+                        .header("content-type", "application/x-ndjson")
+                        .body(body)
+                        .send()
+                        .await
+                        .expect("post");
+                    assert!(r.status().is_success(), "ingest status {}", r.status());
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    (clients * per_client * batch) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// RSS growth per idle stream.
+async fn idle_conns(server: &Server, transport: Transport, n: usize) -> f64 {
+    let base = Instant::now();
+    let tally = Arc::new(Tally::default());
+    let stop = Arc::new(Notify::new());
+    // Warm the session and the allocator with a few streams first.
+    let rss0 = server.rss();
+    let mut tasks = Vec::with_capacity(n);
+    for i in 0..n {
+        let session = format!("idle-{}", i % 100);
+        let (t2, stop) = (tally.clone(), stop.clone());
+        tasks.push(match transport {
+            Transport::Sse => tokio::spawn(clients::sse(
+                server.addr,
+                format!("/v1/sessions/{session}/stream"),
+                t2.clone(),
+                n as u64,
+                false,
+                base,
+                stop,
+            )),
+            Transport::Ws => tokio::spawn(clients::ws(
+                format!("ws://{}/v1/sessions/{session}/ws", server.addr),
+                t2.clone(),
+                n as u64,
+                false,
+                base,
+                stop,
+            )),
+        });
+        if i % 500 == 499 {
+            let t0 = Instant::now();
+            while tally.ready.load(Ordering::SeqCst) + tally.failed.load(Ordering::SeqCst)
+                < (i + 1) as u64
+                && t0.elapsed() < Duration::from_secs(30)
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+    let t0 = Instant::now();
+    while tally.ready.load(Ordering::SeqCst) + tally.failed.load(Ordering::SeqCst) < n as u64
+        && t0.elapsed() < Duration::from_secs(60)
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await; // let the server settle before reading RSS
+    let rss1 = server.rss();
+    stop.notify_waiters();
+    for t in tasks {
+        let _ = t.await;
+    }
+    let ok = tally.ready.load(Ordering::SeqCst).max(1);
+    (rss1.saturating_sub(rss0)) as f64 / ok as f64
+}
+
+/// RSS growth per idle session of 20 events (memory store, actors live).
+async fn idle_sessions(server: &Server, n: usize) -> f64 {
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap();
+    let rss0 = server.rss();
+    let workers = 32;
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let (http, url) = (http.clone(), server.url());
+            tokio::spawn(async move {
+                let mut s = w;
+                while s < n {
+                    let mut body = String::with_capacity(20 * 96);
+                    for i in 0..20 {
+                        body.push_str(&format!(
+                            "{{\"id\":\"e{i}\",\"type\":\"text.delta\",\"runId\":\"r\",\"payload\":{{\"delta\":\"word{i} \"}}}}\n"
+                        ));
+                    }
+                    let r = http
+                        .post(format!("{url}/v1/sessions/idle-s{s}/events"))
+                        .header("content-type", "application/x-ndjson")
+                        .body(body)
+                        .send()
+                        .await
+                        .expect("post");
+                    assert!(r.status().is_success());
+                    s += workers;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    (server.rss().saturating_sub(rss0)) as f64 / n as f64
+}
+
+/// Frames/s to stream `n` stored frames from cursor 0 to one client.
+async fn replay(server: &Server, n: usize) -> f64 {
+    let http = reqwest::Client::new();
+    for b in 0..n / 1000 {
+        let mut body = String::with_capacity(1000 * 96);
+        for i in 0..1000 {
+            body.push_str(&format!(
+                "{{\"id\":\"r{b}-{i}\",\"type\":\"text.delta\",\"runId\":\"r\",\"payload\":{{\"delta\":\"token \"}}}}\n"
+            ));
+        }
+        let r = http
+            .post(format!("{}/v1/sessions/replay/events", server.url()))
+            .header("content-type", "application/x-ndjson")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success());
+    }
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let started = Instant::now();
+    let mut s = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(b"GET /v1/sessions/replay/stream?cursor=0 HTTP/1.1\r\nHost: bench\r\n\r\n")
+        .await
+        .unwrap();
+    let last = format!("id: {n}\n");
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut tail: Vec<u8> = Vec::new();
+    loop {
+        let k = s.read(&mut buf).await.unwrap();
+        assert!(k > 0, "replay stream ended early");
+        tail.extend_from_slice(&buf[..k]);
+        if memchr::memmem::find(&tail, last.as_bytes()).is_some() {
+            break;
+        }
+        let keep = tail.len().saturating_sub(32);
+        tail.drain(..keep);
+    }
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+fn row(f: &Fanout) -> Value {
+    json!({
+        "scenario": f.label, "subscribers": f.subscribers,
+        "offered_events_per_s": f.offered_events_per_s,
+        "offered_deliveries_per_s": f.offered_deliveries_per_s,
+        "delivered_per_s": f.delivered_per_s, "delivered_ratio": f.delivered_ratio,
+        "p50_ms": f.p50, "p99_ms": f.p99, "p999_ms": f.p999, "failed": f.failed,
+    })
+}
+
+fn print_fanout(server: &str, f: &Fanout) {
+    println!(
+        "{server:<16} {:<22} {:>9} {:>11} {:>12.0} {:>6.3} {:>8.2} {:>8.2} {:>8.2} {:>5}",
+        f.label,
+        f.offered_events_per_s,
+        f.offered_deliveries_per_s,
+        f.delivered_per_s,
+        f.delivered_ratio,
+        f.p50,
+        f.p99,
+        f.p999,
+        f.failed
+    );
+}
+
+fn main() {
+    let full = std::env::args().any(|a| a == "--bench");
+    let scale = if full {
+        Scale {
+            full,
+            run: Duration::from_secs(5),
+            ingest_events: 64_000,
+            idle_conns: 10_000,
+            idle_sessions: 100_000,
+            replay_frames: 100_000,
+        }
+    } else {
+        Scale {
+            full,
+            run: Duration::from_millis(300),
+            ingest_events: 640,
+            idle_conns: 50,
+            idle_sessions: 100,
+            replay_frames: 2_000,
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1) // the server gets the other core
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = rt.block_on(run(scale));
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench-load.json");
+    let _ = std::fs::write(path, serde_json::to_vec_pretty(&out).unwrap());
+    println!("wrote {path}");
+}
+
+async fn run(scale: Scale) -> Value {
+    let tmp = std::env::temp_dir().join(format!("projector-load-{}", std::process::id()));
+    let mut report = json!({"full": scale.full});
+
+    println!("== ingest (events/s)");
+    let mut ingest_rows = Vec::new();
+    for store in ["memory", "embedded"] {
+        let dir = tmp.join(format!("ingest-{store}"));
+        let server = servers::projector(store, &dir, &[]);
+        for batch in [1usize, 100, 1000] {
+            let rate = ingest(&server, batch, scale.ingest_events).await;
+            println!("agent-projector {store:<9} batch {batch:>5}: {rate:>10.0} ev/s");
+            ingest_rows.push(json!({"server": "agent-projector", "store": store, "batch": batch, "events_per_s": rate}));
+        }
+    }
+    let anchor = if scale.full { servers::anchor() } else { None };
+    if let Some(a) = &anchor {
+        for batch in [1usize, 100, 1000] {
+            let rate = ingest(a, batch, scale.ingest_events).await;
+            println!("anchor          redis     batch {batch:>5}: {rate:>10.0} ev/s");
+            ingest_rows.push(json!({"server": "anchor", "store": "redis pub/sub", "batch": batch, "events_per_s": rate}));
+        }
+    }
+    report["ingest"] = json!(ingest_rows);
+
+    println!(
+        "== fan-out: offered events/s and deliveries/s, delivered/s, ratio delivered, latency ms"
+    );
+    println!(
+        "{:<16} {:<22} {:>9} {:>11} {:>12} {:>6} {:>8} {:>8} {:>8} {:>5}",
+        "server",
+        "scenario",
+        "events/s",
+        "offered/s",
+        "delivered/s",
+        "ratio",
+        "p50",
+        "p99",
+        "p99.9",
+        "fail"
+    );
+    let runs: Vec<(Transport, usize, usize, u64)> = if scale.full {
+        vec![
+            (Transport::Sse, 1, 100, 100),
+            (Transport::Sse, 1, 100, 1000),
+            (Transport::Sse, 1, 1000, 10),
+            (Transport::Sse, 1, 1000, 100),
+            (Transport::Sse, 1, 1000, 500),
+            (Transport::Sse, 1, 10_000, 1),
+            (Transport::Sse, 1, 10_000, 10),
+            (Transport::Sse, 1, 10_000, 50),
+            (Transport::Sse, 1000, 1, 10),
+            (Transport::Sse, 1000, 1, 2),
+            (Transport::Ws, 1, 1000, 10),
+            (Transport::Ws, 1, 1000, 100),
+        ]
+    } else {
+        vec![
+            (Transport::Sse, 1, 20, 50),
+            (Transport::Ws, 1, 20, 50),
+            (Transport::Sse, 5, 2, 50),
+        ]
+    };
+    let mut fan_rows = Vec::new();
+    let dir = tmp.join("fanout");
+    let ours = servers::projector("memory", &dir, &[]);
+    for &(t, sessions, per, rate) in &runs {
+        // `rate` is per session for the many-sessions runs.
+        let total_rate = if sessions > 1 {
+            rate * sessions as u64
+        } else {
+            rate
+        };
+        let f = fanout(&ours, t, sessions, per, total_rate, scale).await;
+        print_fanout("agent-projector", &f);
+        let mut r = row(&f);
+        r["server"] = json!("agent-projector");
+        fan_rows.push(r);
+    }
+    drop(ours);
+    if let Some(a) = &anchor {
+        for &(t, sessions, per, rate) in &runs {
+            if t == Transport::Ws || per > 1000 {
+                continue; // the anchor has no WebSocket; see docs/BENCHMARKS.md on 10,000
+            }
+            let total_rate = if sessions > 1 {
+                rate * sessions as u64
+            } else {
+                rate
+            };
+            let f = fanout(a, t, sessions, per, total_rate, scale).await;
+            print_fanout("anchor", &f);
+            let mut r = row(&f);
+            r["server"] = json!("anchor");
+            fan_rows.push(r);
+        }
+    }
+    report["fanout"] = json!(fan_rows);
+    drop(anchor);
+
+    println!("== memory (RSS growth)");
+    let dir = tmp.join("memory");
+    let server = servers::projector("memory", &dir, &[]);
+    let sse = idle_conns(&server, Transport::Sse, scale.idle_conns).await;
+    let ws = idle_conns(&server, Transport::Ws, scale.idle_conns).await;
+    drop(server);
+    let server = servers::projector("memory", &dir, &[]);
+    let per_session = idle_sessions(&server, scale.idle_sessions).await;
+    drop(server);
+    println!(
+        "per idle SSE connection ({}): {:>8.0} bytes",
+        scale.idle_conns, sse
+    );
+    println!(
+        "per idle WebSocket ({}):      {:>8.0} bytes",
+        scale.idle_conns, ws
+    );
+    println!(
+        "per idle session of 20 events ({}, memory store): {:>8.0} bytes",
+        scale.idle_sessions, per_session
+    );
+    report["memory"] = json!({
+        "idle_connections": scale.idle_conns, "sse_bytes_per_connection": sse,
+        "ws_bytes_per_connection": ws, "idle_sessions": scale.idle_sessions,
+        "bytes_per_idle_session": per_session,
+    });
+
+    println!("== replay");
+    for store in ["memory", "embedded"] {
+        let dir = tmp.join(format!("replay-{store}"));
+        let server = servers::projector(store, &dir, &[]);
+        let fps = replay(&server, scale.replay_frames).await;
+        println!(
+            "{store:<9} {} frames from cursor 0: {fps:>12.0} frames/s",
+            scale.replay_frames
+        );
+        report[format!("replay_{store}_frames_per_s")] = json!(fps);
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    report
+}

@@ -1,0 +1,105 @@
+//! The servers under test, each in its own process: agent-projector (the
+//! binary cargo built) and the Node anchor (`bench/anchor`), and reading a
+//! process's resident memory.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Server {
+    pub addr: SocketAddr,
+    child: Child,
+}
+
+impl Server {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Resident set size of the server process, in bytes.
+    pub fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|kb| kb.parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for_addr(child: &mut Child, marker: &str) -> SocketAddr {
+    let out = child.stdout.take().expect("stdout");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for line in BufReader::new(out).lines().map_while(Result::ok) {
+        if let Some(i) = line.find(marker) {
+            let rest = &line[i + marker.len()..];
+            let addr: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+                .collect();
+            return addr.parse().expect("address");
+        }
+        assert!(Instant::now() < deadline, "server did not start");
+    }
+    panic!("server exited before listening");
+}
+
+/// agent-projector with limits opened up for load, on `store`.
+pub fn projector(store: &str, data_dir: &std::path::Path, extra_env: &[(&str, &str)]) -> Server {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-projector"));
+    cmd.args(["--listen", "127.0.0.1:0", "--store", store, "--data-dir"])
+        .arg(data_dir)
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "warn,agent_projector=info")
+        .env("PROJECTOR_LIMITS__INGEST_EVENTS_PER_SEC_PER_SESSION", "0")
+        .env("PROJECTOR_LIMITS__INGEST_EVENTS_PER_SEC_PER_TOKEN", "0")
+        .env("PROJECTOR_LIMITS__MAX_SUBSCRIBERS_PER_SESSION", "100000")
+        .env("PROJECTOR_LIMITS__MAX_SUBSCRIBERS", "100000")
+        .env("PROJECTOR_LIMITS__MAX_LIVE_SESSIONS", "1000000")
+        .env("PROJECTOR_SESSIONS__IDLE_EVICT_SECS", "3600")
+        .env("PROJECTOR_STORAGE__MIN_FREE_BYTES", "0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("start agent-projector");
+    let addr = wait_for_addr(&mut child, "listening on http://");
+    Server { addr, child }
+}
+
+/// The Node anchor, if Node, its packages and Redis are available.
+pub fn anchor() -> Option<Server> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/bench/anchor");
+    if !std::path::Path::new(dir).join("node_modules").exists() {
+        let ok = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            eprintln!("anchor: npm ci failed in bench/anchor; skipping the anchor");
+            return None;
+        }
+    }
+    let mut child = Command::new("node")
+        .arg("server.mjs")
+        .current_dir(dir)
+        .env("PORT", "0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .ok()?;
+    let addr = wait_for_addr(&mut child, "anchor listening on http://");
+    Some(Server { addr, child })
+}

@@ -1,0 +1,53 @@
+//! Reducer throughput (criterion): facts/s through the projection alone,
+//! for a realistic mix (text deltas, tool calls and results, a final text,
+//! actions, artifacts), and for plain text deltas. `cargo bench --bench reducer`.
+
+use agent_projector::event::{normalize, Fact, Limits};
+use agent_projector::projection::{Projection, ProjectionConfig};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use serde_json::json;
+
+fn facts(n: usize, mixed: bool) -> Vec<Fact> {
+    (0..n)
+        .map(|k| {
+            let raw = if !mixed {
+                json!({"id": format!("e{k}"), "type": "text.delta", "runId": "r", "sequence": k + 1, "payload": {"delta": "token "}})
+            } else {
+                match k % 20 {
+                    0 => json!({"id": format!("e{k}"), "type": "tool.started", "runId": "r", "sequence": k + 1, "toolCallId": format!("t{k}"), "payload": {"toolName": "grep", "input": {"q": "x"}}}),
+                    1 => json!({"id": format!("e{k}"), "type": "tool.result", "runId": "r", "sequence": k + 1, "toolCallId": format!("t{}", k - 1), "payload": {"summary": "2 hits"}, "refIds": ["o1"]}),
+                    10 => json!({"id": format!("e{k}"), "type": "action.required", "runId": "r", "sequence": k + 1, "actionId": format!("a{k}")}),
+                    11 => json!({"id": format!("e{k}"), "type": "action.resolved", "runId": "r", "sequence": k + 1, "actionId": format!("a{}", k - 1), "payload": {"decision": "approved"}}),
+                    15 => json!({"id": format!("e{k}"), "type": "artifact.changed", "runId": "r", "sequence": k + 1, "artifactId": format!("f{k}"), "payload": {"title": "a.md"}}),
+                    _ => json!({"id": format!("e{k}"), "type": "text.delta", "runId": "r", "sequence": k + 1, "payload": {"delta": "token "}}),
+                }
+            };
+            normalize(raw, &Limits::default()).unwrap().fact
+        })
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let cfg = ProjectionConfig::default();
+    let mut g = c.benchmark_group("reducer");
+    for (name, mixed) in [("text_deltas", false), ("mixed_run", true)] {
+        let input = facts(1000, mixed);
+        g.throughput(Throughput::Elements(input.len() as u64));
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || Projection::new(&cfg),
+                |mut p| {
+                    for (i, f) in input.iter().enumerate() {
+                        std::hint::black_box(p.apply(&cfg, i as u64 + 1, f));
+                    }
+                    p
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
