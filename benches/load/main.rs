@@ -382,143 +382,160 @@ fn main() {
     println!("wrote {path}");
 }
 
+/// `LOAD_SECTIONS=ingest,fanout,memory,replay` (default: all) and
+/// `LOAD_ANCHOR=0` narrow a run while iterating on one figure.
+fn section(name: &str) -> bool {
+    std::env::var("LOAD_SECTIONS").map_or(true, |v| v.split(',').any(|s| s == name))
+}
+
 async fn run(scale: Scale) -> Value {
     let tmp = std::env::temp_dir().join(format!("projector-load-{}", std::process::id()));
     let mut report = json!({"full": scale.full});
+    let want_anchor = scale.full && std::env::var("LOAD_ANCHOR").map_or(true, |v| v != "0");
 
-    println!("== ingest (events/s)");
-    let mut ingest_rows = Vec::new();
-    for store in ["memory", "embedded"] {
-        let dir = tmp.join(format!("ingest-{store}"));
-        let server = servers::projector(store, &dir, &[]);
-        for batch in [1usize, 100, 1000] {
-            let rate = ingest(&server, batch, scale.ingest_events).await;
-            println!("agent-projector {store:<9} batch {batch:>5}: {rate:>10.0} ev/s");
-            ingest_rows.push(json!({"server": "agent-projector", "store": store, "batch": batch, "events_per_s": rate}));
+    let anchor = if want_anchor && (section("ingest") || section("fanout")) {
+        servers::anchor()
+    } else {
+        None
+    };
+    if section("ingest") {
+        println!("== ingest (events/s)");
+        let mut ingest_rows = Vec::new();
+        for store in ["memory", "embedded"] {
+            let dir = tmp.join(format!("ingest-{store}"));
+            let server = servers::projector(store, &dir, &[]);
+            for batch in [1usize, 100, 1000] {
+                let rate = ingest(&server, batch, scale.ingest_events).await;
+                println!("agent-projector {store:<9} batch {batch:>5}: {rate:>10.0} ev/s");
+                ingest_rows.push(json!({"server": "agent-projector", "store": store, "batch": batch, "events_per_s": rate}));
+            }
         }
-    }
-    let anchor = if scale.full { servers::anchor() } else { None };
-    if let Some(a) = &anchor {
-        for batch in [1usize, 100, 1000] {
-            let rate = ingest(a, batch, scale.ingest_events).await;
-            println!("anchor          redis     batch {batch:>5}: {rate:>10.0} ev/s");
-            ingest_rows.push(json!({"server": "anchor", "store": "redis pub/sub", "batch": batch, "events_per_s": rate}));
+        if let Some(a) = &anchor {
+            for batch in [1usize, 100, 1000] {
+                let rate = ingest(a, batch, scale.ingest_events).await;
+                println!("anchor          redis     batch {batch:>5}: {rate:>10.0} ev/s");
+                ingest_rows.push(json!({"server": "anchor", "store": "redis pub/sub", "batch": batch, "events_per_s": rate}));
+            }
         }
-    }
-    report["ingest"] = json!(ingest_rows);
+        report["ingest"] = json!(ingest_rows);
 
-    println!(
+        println!(
         "== fan-out: offered events/s and deliveries/s, delivered/s, ratio delivered, latency ms"
     );
-    println!(
-        "{:<16} {:<22} {:>9} {:>11} {:>12} {:>6} {:>8} {:>8} {:>8} {:>5}",
-        "server",
-        "scenario",
-        "events/s",
-        "offered/s",
-        "delivered/s",
-        "ratio",
-        "p50",
-        "p99",
-        "p99.9",
-        "fail"
-    );
-    let runs: Vec<(Transport, usize, usize, u64)> = if scale.full {
-        vec![
-            (Transport::Sse, 1, 100, 100),
-            (Transport::Sse, 1, 100, 1000),
-            (Transport::Sse, 1, 1000, 10),
-            (Transport::Sse, 1, 1000, 100),
-            (Transport::Sse, 1, 1000, 500),
-            (Transport::Sse, 1, 10_000, 1),
-            (Transport::Sse, 1, 10_000, 10),
-            (Transport::Sse, 1, 10_000, 50),
-            (Transport::Sse, 1000, 1, 10),
-            (Transport::Sse, 1000, 1, 2),
-            (Transport::Ws, 1, 1000, 10),
-            (Transport::Ws, 1, 1000, 100),
-        ]
-    } else {
-        vec![
-            (Transport::Sse, 1, 20, 50),
-            (Transport::Ws, 1, 20, 50),
-            (Transport::Sse, 5, 2, 50),
-        ]
-    };
-    let mut fan_rows = Vec::new();
-    let dir = tmp.join("fanout");
-    let ours = servers::projector("memory", &dir, &[]);
-    for &(t, sessions, per, rate) in &runs {
-        // `rate` is per session for the many-sessions runs.
-        let total_rate = if sessions > 1 {
-            rate * sessions as u64
+        println!(
+            "{:<16} {:<22} {:>9} {:>11} {:>12} {:>6} {:>8} {:>8} {:>8} {:>5}",
+            "server",
+            "scenario",
+            "events/s",
+            "offered/s",
+            "delivered/s",
+            "ratio",
+            "p50",
+            "p99",
+            "p99.9",
+            "fail"
+        );
+        let runs: Vec<(Transport, usize, usize, u64)> = if scale.full {
+            vec![
+                (Transport::Sse, 1, 100, 100),
+                (Transport::Sse, 1, 100, 1000),
+                (Transport::Sse, 1, 1000, 10),
+                (Transport::Sse, 1, 1000, 100),
+                (Transport::Sse, 1, 1000, 500),
+                (Transport::Sse, 1, 10_000, 1),
+                (Transport::Sse, 1, 10_000, 10),
+                (Transport::Sse, 1, 10_000, 50),
+                (Transport::Sse, 1000, 1, 10),
+                (Transport::Sse, 1000, 1, 2),
+                (Transport::Ws, 1, 1000, 10),
+                (Transport::Ws, 1, 1000, 100),
+            ]
         } else {
-            rate
+            vec![
+                (Transport::Sse, 1, 20, 50),
+                (Transport::Ws, 1, 20, 50),
+                (Transport::Sse, 5, 2, 50),
+            ]
         };
-        let f = fanout(&ours, t, sessions, per, total_rate, scale).await;
-        print_fanout("agent-projector", &f);
-        let mut r = row(&f);
-        r["server"] = json!("agent-projector");
-        fan_rows.push(r);
-    }
-    drop(ours);
-    if let Some(a) = &anchor {
+        let mut fan_rows = Vec::new();
+        let dir = tmp.join("fanout");
+        let ours = servers::projector("memory", &dir, &[]);
         for &(t, sessions, per, rate) in &runs {
-            if t == Transport::Ws || per > 1000 {
-                continue; // the anchor has no WebSocket; see docs/BENCHMARKS.md on 10,000
-            }
+            // `rate` is per session for the many-sessions runs.
             let total_rate = if sessions > 1 {
                 rate * sessions as u64
             } else {
                 rate
             };
-            let f = fanout(a, t, sessions, per, total_rate, scale).await;
-            print_fanout("anchor", &f);
+            let f = fanout(&ours, t, sessions, per, total_rate, scale).await;
+            print_fanout("agent-projector", &f);
             let mut r = row(&f);
-            r["server"] = json!("anchor");
+            r["server"] = json!("agent-projector");
             fan_rows.push(r);
         }
+        drop(ours);
+        if let Some(a) = &anchor {
+            for &(t, sessions, per, rate) in &runs {
+                if t == Transport::Ws || per > 1000 {
+                    continue; // the anchor has no WebSocket; see docs/BENCHMARKS.md on 10,000
+                }
+                let total_rate = if sessions > 1 {
+                    rate * sessions as u64
+                } else {
+                    rate
+                };
+                let f = fanout(a, t, sessions, per, total_rate, scale).await;
+                print_fanout("anchor", &f);
+                let mut r = row(&f);
+                r["server"] = json!("anchor");
+                fan_rows.push(r);
+            }
+        }
+        report["fanout"] = json!(fan_rows);
     }
-    report["fanout"] = json!(fan_rows);
     drop(anchor);
 
-    println!("== memory (RSS growth)");
-    let dir = tmp.join("memory");
-    let server = servers::projector("memory", &dir, &[]);
-    let sse = idle_conns(&server, Transport::Sse, scale.idle_conns).await;
-    let ws = idle_conns(&server, Transport::Ws, scale.idle_conns).await;
-    drop(server);
-    let server = servers::projector("memory", &dir, &[]);
-    let per_session = idle_sessions(&server, scale.idle_sessions).await;
-    drop(server);
-    println!(
-        "per idle SSE connection ({}): {:>8.0} bytes",
-        scale.idle_conns, sse
-    );
-    println!(
-        "per idle WebSocket ({}):      {:>8.0} bytes",
-        scale.idle_conns, ws
-    );
-    println!(
-        "per idle session of 20 events ({}, memory store): {:>8.0} bytes",
-        scale.idle_sessions, per_session
-    );
-    report["memory"] = json!({
-        "idle_connections": scale.idle_conns, "sse_bytes_per_connection": sse,
-        "ws_bytes_per_connection": ws, "idle_sessions": scale.idle_sessions,
-        "bytes_per_idle_session": per_session,
-    });
-
-    println!("== replay");
-    for store in ["memory", "embedded"] {
-        let dir = tmp.join(format!("replay-{store}"));
-        let server = servers::projector(store, &dir, &[]);
-        let fps = replay(&server, scale.replay_frames).await;
+    if section("memory") {
+        println!("== memory (RSS growth)");
+        let dir = tmp.join("memory");
+        let server = servers::projector("memory", &dir, &[]);
+        let sse = idle_conns(&server, Transport::Sse, scale.idle_conns).await;
+        let ws = idle_conns(&server, Transport::Ws, scale.idle_conns).await;
+        drop(server);
+        let server = servers::projector("memory", &dir, &[]);
+        let per_session = idle_sessions(&server, scale.idle_sessions).await;
+        drop(server);
         println!(
-            "{store:<9} {} frames from cursor 0: {fps:>12.0} frames/s",
-            scale.replay_frames
+            "per idle SSE connection ({}): {:>8.0} bytes",
+            scale.idle_conns, sse
         );
-        report[format!("replay_{store}_frames_per_s")] = json!(fps);
+        println!(
+            "per idle WebSocket ({}):      {:>8.0} bytes",
+            scale.idle_conns, ws
+        );
+        println!(
+            "per idle session of 20 events ({}, memory store): {:>8.0} bytes",
+            scale.idle_sessions, per_session
+        );
+        report["memory"] = json!({
+            "idle_connections": scale.idle_conns, "sse_bytes_per_connection": sse,
+            "ws_bytes_per_connection": ws, "idle_sessions": scale.idle_sessions,
+            "bytes_per_idle_session": per_session,
+        });
+    }
+
+    if section("replay") {
+        println!("== replay");
+        for store in ["memory", "embedded"] {
+            let dir = tmp.join(format!("replay-{store}"));
+            let server = servers::projector(store, &dir, &[]);
+            let fps = replay(&server, scale.replay_frames).await;
+            println!(
+                "{store:<9} {} frames from cursor 0: {fps:>12.0} frames/s",
+                scale.replay_frames
+            );
+            report[format!("replay_{store}_frames_per_s")] = json!(fps);
+        }
     }
     let _ = std::fs::remove_dir_all(&tmp);
     report

@@ -25,7 +25,12 @@ pub(super) struct Actor {
     pub generation: u64,
     pub registry: Arc<RegistryInner>,
     pub rx: mpsc::Receiver<Command>,
-    pub feed: broadcast::Sender<SharedFrame>,
+    /// The live feed, created when the first subscriber comes and dropped
+    /// when the last one has gone: an idle session holds no channel buffer.
+    pub feed: Option<broadcast::Sender<SharedFrame>>,
+    /// Shared with the registry's handle, to count subscribers.
+    pub feed_view: Arc<std::sync::Mutex<Option<broadcast::WeakSender<SharedFrame>>>>,
+    pub live_buffer: usize,
 }
 
 /// The hydrated state an actor owns.
@@ -121,7 +126,7 @@ impl Actor {
                 cmd = self.rx.recv() => {
                     let Some(cmd) = cmd else { break };
                     if let Command::EvictIfIdle = cmd {
-                        if self.feed.receiver_count() == 0 {
+                        if self.subscribers() == 0 {
                             debug!("evicting to stay under sessions in memory limit");
                             metrics::counter!("projector_sessions_evicted_total", "why" => "limit").increment(1);
                             break;
@@ -135,7 +140,7 @@ impl Actor {
                     }
                 }
                 _ = tokio::time::sleep_until(deadline) => {
-                    if self.feed.receiver_count() == 0 {
+                    if self.subscribers() == 0 {
                         debug!("evicting idle session");
                         break;
                     }
@@ -153,6 +158,32 @@ impl Actor {
                 return;
             }
         }
+    }
+
+    fn subscribers(&self) -> usize {
+        self.feed.as_ref().map_or(0, |f| f.receiver_count())
+    }
+
+    /// A receiver positioned at the head, creating the feed if needed.
+    fn subscribe_feed(&mut self) -> broadcast::Receiver<SharedFrame> {
+        if let Some(f) = &self.feed {
+            return f.subscribe();
+        }
+        let (tx, rx) = broadcast::channel(self.live_buffer);
+        *self.feed_view.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx.downgrade());
+        self.feed = Some(tx);
+        rx
+    }
+
+    /// Send a frame to live subscribers; drop the feed once nobody listens.
+    fn publish(&mut self, frame: SharedFrame) {
+        let Some(f) = &self.feed else { return };
+        if f.receiver_count() == 0 {
+            self.feed = None;
+            *self.feed_view.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            return;
+        }
+        let _ = f.send(frame);
     }
 
     fn leave(&self) {
@@ -217,7 +248,7 @@ impl Actor {
                     },
                 };
                 let _ = reply.send(Subscription {
-                    rx: self.feed.subscribe(),
+                    rx: self.subscribe_feed(),
                     meta,
                     start,
                 });
@@ -238,7 +269,7 @@ impl Actor {
                 };
                 let _ = reply.send(found.cloned().map(|message| MessageFeed {
                     message,
-                    rx: self.feed.subscribe(),
+                    rx: self.subscribe_feed(),
                     meta: state.meta.clone(),
                 }));
             }
@@ -277,8 +308,9 @@ impl Actor {
                         state.since_checkpoint = 0;
                         state.snapshot = None;
                         // Live subscribers start over: reset, then the empty snapshot.
-                        let _ = self.feed.send(Arc::new(frame::reset("session_deleted")));
-                        let _ = self.feed.send(self.snapshot(state));
+                        let snapshot = self.snapshot(state);
+                        self.publish(Arc::new(frame::reset("session_deleted")));
+                        self.publish(snapshot);
                         let _ = reply.send(Ok(meta));
                     }
                     Err(e) => {
@@ -385,7 +417,7 @@ impl Actor {
             state.snapshot = None;
             for f in frames {
                 // No receivers is fine: the frame is in the store.
-                let _ = self.feed.send(f);
+                self.publish(f);
             }
             metrics::counter!("projector_frames_total").increment(accepted as u64);
         }

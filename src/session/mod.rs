@@ -171,8 +171,8 @@ pub struct SessionHandle {
     tx: mpsc::Sender<Command>,
     /// Registry tick of the last lookup (least recently used eviction).
     last_used: Arc<std::sync::atomic::AtomicU64>,
-    /// The actor's feed, to see whether anyone is subscribed.
-    feed: broadcast::WeakSender<SharedFrame>,
+    /// The actor's feed (while it has one), to see whether anyone is subscribed.
+    feed: Arc<std::sync::Mutex<Option<broadcast::WeakSender<SharedFrame>>>>,
 }
 
 impl SessionHandle {
@@ -260,7 +260,9 @@ impl SessionHandle {
 
     /// Open subscriptions on the actor's live feed.
     pub fn subscribers(&self) -> usize {
-        self.feed.upgrade().map_or(0, |s| s.receiver_count())
+        let weak = self.feed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        weak.and_then(|w| w.upgrade())
+            .map_or(0, |s| s.receiver_count())
     }
 
     /// True when the actor is gone (evicted or failed).

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -177,15 +177,16 @@ impl Registry {
     fn spawn(&self, id: Arc<str>) -> SessionHandle {
         let ctx = &self.inner.ctx;
         let (tx, rx) = mpsc::channel(ctx.mailbox);
-        let (feed, _) = broadcast::channel(ctx.live_buffer);
+        let feed_view = Arc::new(std::sync::Mutex::new(None));
         let generation = self.inner.next_generation.fetch_add(1, Ordering::Relaxed);
-        let weak = feed.downgrade();
         let actor = Actor {
             id: id.clone(),
             generation,
             registry: self.inner.clone(),
             rx,
-            feed,
+            feed: None,
+            feed_view: feed_view.clone(),
+            live_buffer: ctx.live_buffer,
         };
         self.inner.tasks.spawn(actor.run());
         SessionHandle {
@@ -193,7 +194,7 @@ impl Registry {
             generation,
             tx,
             last_used: Arc::new(AtomicU64::new(0)),
-            feed: weak,
+            feed: feed_view,
         }
     }
 
