@@ -418,7 +418,9 @@ async fn run(scale: Scale) -> Value {
             }
         }
         report["ingest"] = json!(ingest_rows);
+    }
 
+    if section("fanout") {
         println!(
         "== fan-out: offered events/s and deliveries/s, delivered/s, ratio delivered, latency ms"
     );
@@ -456,6 +458,26 @@ async fn run(scale: Scale) -> Value {
                 (Transport::Ws, 1, 20, 50),
                 (Transport::Sse, 5, 2, 50),
             ]
+        };
+        let runs: Vec<(Transport, usize, usize, u64)> = match std::env::var("LOAD_FANOUT") {
+            Ok(spec) => spec
+                .split(',')
+                .filter_map(|r| {
+                    let p: Vec<&str> = r.split(':').collect();
+                    let t = if p.first()? == &"ws" {
+                        Transport::Ws
+                    } else {
+                        Transport::Sse
+                    };
+                    Some((
+                        t,
+                        p.get(1)?.parse().ok()?,
+                        p.get(2)?.parse().ok()?,
+                        p.get(3)?.parse().ok()?,
+                    ))
+                })
+                .collect(),
+            Err(_) => runs,
         };
         let mut fan_rows = Vec::new();
         let dir = tmp.join("fanout");
@@ -499,7 +521,11 @@ async fn run(scale: Scale) -> Value {
         println!("== memory (RSS growth)");
         let dir = tmp.join("memory");
         let server = servers::projector("memory", &dir, &[]);
+        // A fresh server for each: memory freed by one measurement would be
+        // reused by the next without showing in its RSS.
         let sse = idle_conns(&server, Transport::Sse, scale.idle_conns).await;
+        drop(server);
+        let server = servers::projector("memory", &dir, &[]);
         let ws = idle_conns(&server, Transport::Ws, scale.idle_conns).await;
         drop(server);
         let server = servers::projector("memory", &dir, &[]);

@@ -246,5 +246,10 @@ pub async fn stream_ws(
     Ok(upgrade
         .max_message_size(st.cfg.limits.ws_max_message_bytes)
         .max_frame_size(st.cfg.limits.ws_max_message_bytes)
+        // tungstenite's 128 KiB read and write buffers per socket would be
+        // most of an idle connection's memory; frames are small and the
+        // socket is flushed per message.
+        .read_buffer_size(4096)
+        .write_buffer_size(0)
         .on_upgrade(move |socket| ws::serve(socket, frames, heartbeat, shutdown)))
 }
