@@ -48,6 +48,14 @@ pub fn response(
         let _ = &guard;
         b
     });
+    event_stream(body)
+}
+
+/// A 200 `text/event-stream` response over `body`, uncached and unbuffered
+/// by proxies.
+pub(crate) fn event_stream(
+    body: impl Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static,
+) -> Response {
     let mut resp = Response::new(Body::from_stream(body));
     *resp.status_mut() = StatusCode::OK;
     let h = resp.headers_mut();

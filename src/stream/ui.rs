@@ -8,8 +8,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::HeaderValue;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
@@ -181,18 +180,10 @@ pub fn response(
 ) -> Response {
     let body = super::sse::with_heartbeats(Box::pin(bytes), heartbeat, shutdown, HEARTBEAT)
         .map(Ok::<_, std::convert::Infallible>);
-    let mut resp = Response::new(Body::from_stream(body));
-    *resp.status_mut() = StatusCode::OK;
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert(
+    let mut resp = super::sse::event_stream(body);
+    resp.headers_mut().insert(
         "x-vercel-ai-ui-message-stream",
         HeaderValue::from_static("v1"),
     );
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
 }
