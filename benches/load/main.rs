@@ -50,6 +50,39 @@ struct Fanout {
     failed: u64,
 }
 
+/// Spawn one subscriber of `session` over `transport`.
+#[allow(clippy::too_many_arguments)]
+fn subscribe(
+    server: &Server,
+    transport: Transport,
+    session: &str,
+    tally: Arc<Tally>,
+    expected: usize,
+    sample: bool,
+    base: Instant,
+    stop: Arc<Notify>,
+) -> tokio::task::JoinHandle<()> {
+    match transport {
+        Transport::Sse => tokio::spawn(clients::sse(
+            server.addr,
+            format!("/v1/sessions/{session}/stream"),
+            tally,
+            expected as u64,
+            sample,
+            base,
+            stop,
+        )),
+        Transport::Ws => tokio::spawn(clients::ws(
+            format!("ws://{}/v1/sessions/{session}/ws", server.addr),
+            tally,
+            expected as u64,
+            sample,
+            base,
+            stop,
+        )),
+    }
+}
+
 /// Open `sessions` x `per_session` subscribers, publish `rate` events/s
 /// for the run, and measure what arrived.
 async fn fanout(
@@ -74,25 +107,9 @@ async fn fanout(
         let session = names[i % sessions].clone();
         let (t2, stop) = (tally.clone(), stop.clone());
         let sample = i < 200;
-        tasks.push(match transport {
-            Transport::Sse => tokio::spawn(clients::sse(
-                server.addr,
-                format!("/v1/sessions/{session}/stream"),
-                t2.clone(),
-                total as u64,
-                sample,
-                base,
-                stop,
-            )),
-            Transport::Ws => tokio::spawn(clients::ws(
-                format!("ws://{}/v1/sessions/{session}/ws", server.addr),
-                t2.clone(),
-                total as u64,
-                sample,
-                base,
-                stop,
-            )),
-        });
+        tasks.push(subscribe(
+            server, transport, &session, t2, total, sample, base, stop,
+        ));
         // Connect in waves so the listen backlog never overflows.
         if i % 500 == 499 {
             let want = (i + 1) as u64;
@@ -199,25 +216,9 @@ async fn idle_conns(server: &Server, transport: Transport, n: usize) -> f64 {
     for i in 0..n {
         let session = format!("idle-{}", i % 100);
         let (t2, stop) = (tally.clone(), stop.clone());
-        tasks.push(match transport {
-            Transport::Sse => tokio::spawn(clients::sse(
-                server.addr,
-                format!("/v1/sessions/{session}/stream"),
-                t2.clone(),
-                n as u64,
-                false,
-                base,
-                stop,
-            )),
-            Transport::Ws => tokio::spawn(clients::ws(
-                format!("ws://{}/v1/sessions/{session}/ws", server.addr),
-                t2.clone(),
-                n as u64,
-                false,
-                base,
-                stop,
-            )),
-        });
+        tasks.push(subscribe(
+            server, transport, &session, t2, n, false, base, stop,
+        ));
         if i % 500 == 499 {
             let t0 = Instant::now();
             while tally.ready.load(Ordering::SeqCst) + tally.failed.load(Ordering::SeqCst)

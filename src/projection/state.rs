@@ -284,6 +284,29 @@ pub struct AgentEntry {
     pub updated_cursor: u64,
 }
 
+impl AgentEntry {
+    /// An agent known only by id: status `unknown`, with the given lineage
+    /// (`unavailable` when its facts lack it, `unknown` when merely listed).
+    pub fn new(agent_id: &str, lineage: &str, cursor: u64) -> Self {
+        AgentEntry {
+            agent_id: agent_id.to_string(),
+            name: None,
+            role: None,
+            status: "unknown".into(),
+            parent_session_id: None,
+            parent_thread_id: None,
+            task_id: None,
+            model: None,
+            team_name: None,
+            policy: None,
+            latest_turn_status: None,
+            transcript_ref: None,
+            lineage: lineage.into(),
+            updated_cursor: cursor,
+        }
+    }
+}
+
 /// `team`: roster, handoffs, reviews, worker notifications, channels, edges.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

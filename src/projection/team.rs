@@ -192,22 +192,7 @@ impl<'a> Ctx<'a> {
             .st
             .agents
             .entry(aid.clone())
-            .or_insert_with(|| AgentEntry {
-                agent_id: aid.clone(),
-                name: None,
-                role: None,
-                status: "unknown".into(),
-                parent_session_id: None,
-                parent_thread_id: None,
-                task_id: None,
-                model: None,
-                team_name: None,
-                policy: None,
-                latest_turn_status: None,
-                transcript_ref: None,
-                lineage: "unavailable".into(),
-                updated_cursor: cursor,
-            });
+            .or_insert_with(|| AgentEntry::new(&aid, "unavailable", cursor));
         if let Some(s) = status {
             e.status = s;
         }
@@ -494,22 +479,7 @@ impl<'a> Ctx<'a> {
             .st
             .agents
             .entry(id.to_string())
-            .or_insert_with(|| AgentEntry {
-                agent_id: id.to_string(),
-                name: None,
-                role: None,
-                status: "unknown".into(),
-                parent_session_id: None,
-                parent_thread_id: None,
-                task_id: None,
-                model: None,
-                team_name: None,
-                policy: None,
-                latest_turn_status: None,
-                transcript_ref: None,
-                lineage: "unknown".into(),
-                updated_cursor: cursor,
-            });
+            .or_insert_with(|| AgentEntry::new(id, "unknown", cursor));
         for (slot, v) in [
             (&mut e.name, s("agentName").or_else(|| s("name"))),
             (&mut e.role, s("role")),
