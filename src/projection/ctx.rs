@@ -52,6 +52,9 @@ pub struct Ctx<'a> {
     pub out: Applied,
     diag_n: u32,
     touched: Vec<(&'static str, String)>,
+    /// The fact's `agent \u{1f} turn` key, computed once per fact.
+    pub(super) key: std::cell::OnceCell<String>,
+    actions_len_before: usize,
 }
 
 /// A non-empty string.
@@ -111,6 +114,7 @@ impl<'a> Ctx<'a> {
         cursor: u64,
         f: &'a Fact,
     ) -> Self {
+        let actions_len_before = st.actions.len();
         Ctx {
             st,
             int,
@@ -120,6 +124,8 @@ impl<'a> Ctx<'a> {
             out: Applied::default(),
             diag_n: 0,
             touched: Vec::new(),
+            key: std::cell::OnceCell::new(),
+            actions_len_before,
         }
     }
 
@@ -199,7 +205,8 @@ impl<'a> Ctx<'a> {
     /// Apply `chunk` to message `msg` and emit it. A chunk the AI SDK would
     /// reject is not emitted; a diagnostic records it instead.
     pub fn emit(&mut self, msg: &str, chunk: Chunk) -> bool {
-        let Some(m) = self.st.messages.iter_mut().find(|m| m.id == msg) else {
+        // Chunks almost always go to a recent message: search from the end.
+        let Some(m) = self.st.messages.iter_mut().rev().find(|m| m.id == msg) else {
             self.diag(
                 "chunk_rejected",
                 Severity::Warning,
@@ -291,13 +298,19 @@ impl<'a> Ctx<'a> {
     /// Finish the fact: derived runtime fields, bounds, surface chunks.
     pub fn finish(mut self, runtime_before: &Runtime) -> Applied {
         self.st.runtime.stale = self.int.sequence.stale();
-        self.st.runtime.pending_actions = self
-            .st
-            .actions
-            .values()
-            .filter(|a| a.status == "pending")
-            .count();
         self.enforce_bounds();
+        // Recount pending actions only when this fact touched them or a
+        // bound dropped some, not for every text delta.
+        if self.actions_len_before != self.st.actions.len()
+            || self.touched.iter().any(|(s, _)| *s == "actions")
+        {
+            self.st.runtime.pending_actions = self
+                .st
+                .actions
+                .values()
+                .filter(|a| a.status == "pending")
+                .count();
+        }
         for (surface, id) in std::mem::take(&mut self.touched) {
             if let Some(v) = self.surface_value(surface, &id) {
                 self.out.chunks.push(ChunkOut {

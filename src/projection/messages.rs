@@ -19,7 +19,7 @@ pub enum Stream {
 
 impl<'a> Ctx<'a> {
     pub fn msg(&self, id: &str) -> Option<&Message> {
-        self.st.messages.iter().find(|m| m.id == id)
+        self.st.messages.iter().rev().find(|m| m.id == id)
     }
 
     /// `ids.messageId | payload.messageId`.
@@ -28,11 +28,15 @@ impl<'a> Ctx<'a> {
     }
 
     fn message_key(&self) -> String {
-        format!(
-            "{}\u{1f}{}",
-            self.agent().unwrap_or_default(),
-            self.turn().unwrap_or_default()
-        )
+        self.key
+            .get_or_init(|| {
+                format!(
+                    "{}\u{1f}{}",
+                    self.agent().unwrap_or_default(),
+                    self.turn().unwrap_or_default()
+                )
+            })
+            .clone()
     }
 
     /// The open assistant message of this fact's agent and turn, if any.
