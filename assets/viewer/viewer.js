@@ -16,6 +16,13 @@
 
   const params = new URLSearchParams(window.location.search);
   const sessionId = (params.get('session') || '').trim();
+  // With auth on: a token from the page URL (`&access_token=`) goes on the
+  // stream URL (EventSource cannot set headers) and as a bearer header on
+  // requests; a `projector_token` cookie works without either.
+  const token = (params.get('access_token') || '').trim();
+  const authHeaders = token ? { authorization: 'Bearer ' + token } : {};
+  const withToken = (url) =>
+    token ? url + (url.includes('?') ? '&' : '?') + 'access_token=' + encodeURIComponent(token) : url;
 
   /** Everything the viewer knows; `state` mirrors the snapshot state. */
   const V = {
@@ -399,7 +406,9 @@
     metaTimer = window.setTimeout(async () => {
       metaTimer = 0;
       try {
-        const r = await fetch(apiBase() + '/snapshot', { headers: { accept: 'application/json' } });
+        const r = await fetch(apiBase() + '/snapshot', {
+          headers: { accept: 'application/json', ...authHeaders },
+        });
         if (!r.ok) return;
         const snap = await r.json();
         if (!V.state || (V.epoch && snap.epoch && snap.epoch !== V.epoch)) return;
@@ -433,7 +442,7 @@
       // A new EventSource does not carry Last-Event-ID; resume explicitly.
       url += '?cursor=' + V.lastCursor + (V.epoch ? '&epoch=' + encodeURIComponent(V.epoch) : '');
     }
-    const es = new EventSource(url);
+    const es = new EventSource(withToken(url));
     V.es = es;
     setConnection(V.state ? 'reconnecting' : 'connecting');
     const guard = (fn) => (ev) => {
@@ -483,7 +492,7 @@
     try {
       const r = await fetch(apiBase() + '/actions/' + encodeURIComponent(actionId), {
         method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json' },
+        headers: { 'content-type': 'application/json', accept: 'application/json', ...authHeaders },
         body: JSON.stringify({ decision }),
       });
       if (r.status >= 200 && r.status < 300) {
@@ -1114,7 +1123,7 @@
     const input = ev.currentTarget.querySelector('input');
     const id = input.value.trim();
     if (!id) { input.focus(); return; }
-    window.location.search = '?session=' + encodeURIComponent(id);
+    window.location.search = withToken('?session=' + encodeURIComponent(id));
   }
 
   function boot() {

@@ -12,9 +12,9 @@ export const BIN = process.env.PROJECTOR_BIN ?? path.join(root, 'target/debug/ag
 export const ROOT = root;
 
 /** Start a server (memory store, port 0); resolves once it logs its address. */
-export async function startServer(args = []) {
+export async function startServer(args = [], env = {}) {
   const child = spawn(BIN, ['--store', 'memory', '--listen', '127.0.0.1:0', ...args], {
-    env: { ...process.env, NO_COLOR: '1', RUST_LOG: 'warn,agent_projector=info' },
+    env: { ...process.env, NO_COLOR: '1', RUST_LOG: 'warn,agent_projector=info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines = createInterface({ input: child.stdout });
