@@ -7,7 +7,7 @@
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -17,6 +17,7 @@ use tracing::instrument;
 use utoipa::ToSchema;
 
 use super::auth::{Caller, Scope};
+use super::extract::read_body;
 use super::{ActionId, AppState, SessionId};
 use crate::control::{self, Kind, Outgoing, RelayError, TargetError};
 use crate::error::{Problem, ProblemDoc};
@@ -133,11 +134,12 @@ pub async fn post_action(
     caller: Caller,
     session: SessionId,
     action: ActionId,
+    headers: HeaderMap,
     body: Body,
 ) -> Response {
     let result = async {
         caller.require(Scope::Control, Some(&session.0))?;
-        let bytes = read_body(body).await?;
+        let bytes = read_body(&headers, body, MAX_BODY).await?;
         let out = control::action_request(&session.0, &action.0, &bytes)
             .map_err(|e| invalid("invalid_decision", "Invalid decision", e))?;
         let target = st
@@ -193,11 +195,12 @@ pub async fn post_control(
     State(st): State<AppState>,
     caller: Caller,
     session: SessionId,
+    headers: HeaderMap,
     body: Body,
 ) -> Response {
     let result = async {
         caller.require(Scope::Control, Some(&session.0))?;
-        let bytes = read_body(body).await?;
+        let bytes = read_body(&headers, body, MAX_BODY).await?;
         let out = control::control_request(&session.0, &bytes)
             .map_err(|e| invalid("invalid_control", "Invalid control", e))?;
         let target = st.registry.control_target(&session.0, None).await?;
@@ -205,20 +208,6 @@ pub async fn post_control(
     }
     .await;
     respond(Kind::Control, result)
-}
-
-async fn read_body(body: Body) -> Result<bytes::Bytes, Problem> {
-    axum::body::to_bytes(body, MAX_BODY).await.map_err(|e| {
-        if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
-        {
-            Problem::payload_too_large(
-                "body_too_large",
-                format!("a decision or control body is at most {MAX_BODY} bytes"),
-            )
-        } else {
-            Problem::bad_request("body_read_failed", "the request body could not be read")
-        }
-    })
 }
 
 fn invalid(code: &'static str, title: &'static str, e: control::Invalid) -> Problem {

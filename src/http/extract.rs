@@ -7,6 +7,37 @@ use serde::de::DeserializeOwned;
 
 use crate::error::Problem;
 
+/// Read a request body of at most `max` bytes: 413 `body_too_large` past it
+/// (a declared `Content-Length` over the limit is refused before reading),
+/// 400 `body_read_failed` when the connection fails mid-body.
+pub async fn read_body(
+    headers: &axum::http::HeaderMap,
+    body: axum::body::Body,
+    max: usize,
+) -> Result<bytes::Bytes, Problem> {
+    let too_large = || {
+        Problem::payload_too_large(
+            "body_too_large",
+            format!("request body is over the limit of {max} bytes"),
+        )
+    };
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|len| len > max) {
+        return Err(too_large());
+    }
+    axum::body::to_bytes(body, max).await.map_err(|e| {
+        if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+        {
+            too_large()
+        } else {
+            Problem::bad_request("body_read_failed", "the request body could not be read")
+        }
+    })
+}
+
 /// Longest accepted session id.
 pub const MAX_SESSION_ID: usize = 256;
 

@@ -11,6 +11,7 @@ use serde_json::Value;
 use tracing::instrument;
 
 use super::auth::{Caller, Scope};
+use super::extract::read_body;
 use super::{AppState, SessionId};
 use crate::error::{Problem, ProblemDoc, ProblemItem};
 use crate::event::body::{self, BodyError, BodyFormat};
@@ -83,36 +84,7 @@ pub async fn post_events(
     caller.require(Scope::Publish, Some(&session.0))?;
     let format = body_format(&headers)?;
     let limits = &st.cfg.ingest;
-    let too_large = || {
-        Problem::payload_too_large(
-            "body_too_large",
-            format!(
-                "request body is over the limit of {} bytes",
-                limits.max_body_bytes
-            ),
-        )
-    };
-    if let Some(len) = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
-    {
-        if len > limits.max_body_bytes {
-            return Err(too_large());
-        }
-    }
-    let bytes = match axum::body::to_bytes(body, limits.max_body_bytes).await {
-        Ok(b) => b,
-        Err(e) => {
-            let is_limit = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            return Err(if is_limit {
-                too_large()
-            } else {
-                Problem::bad_request("body_read_failed", "the request body could not be read")
-            });
-        }
-    };
+    let bytes = read_body(&headers, body, limits.max_body_bytes).await?;
     let values = body::split(&bytes, format).map_err(|e| {
         let code = match e {
             BodyError::NotUtf8 => "invalid_utf8",
