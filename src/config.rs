@@ -21,6 +21,8 @@ pub enum StoreKind {
     Memory,
     /// Durable redb database under `data_dir`.
     Embedded,
+    /// Redis, shared by every node of a cluster (see `[redis]`).
+    Redis,
 }
 
 /// The whole configuration (see `config/default.toml` for every key).
@@ -35,6 +37,7 @@ pub struct Config {
     pub sessions: SessionsConfig,
     pub retention: RetentionConfig,
     pub storage: StorageConfig,
+    pub redis: RedisConfig,
     pub stream: StreamConfig,
     pub http: HttpConfig,
     pub log: LogConfig,
@@ -165,6 +168,34 @@ pub struct StorageConfig {
     pub min_free_bytes: u64,
 }
 
+/// `[redis]`: the shared store of a multi-node deployment (`store = "redis"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisConfig {
+    /// `redis://[user:password@]host:port[/db]` or `rediss://` for TLS;
+    /// with `cluster`, comma-separated seed nodes.
+    pub url: Secret,
+    /// `url` names a Redis Cluster (seed nodes), not one server.
+    pub cluster: bool,
+    /// Prefix of every key and channel; nodes of one cluster share it.
+    pub prefix: String,
+    /// Timeout of one command (and of connecting), in ms.
+    pub timeout_ms: u64,
+    /// Times an ingest is retried when another node appended to the same
+    /// session first (each retry first catches up with the log).
+    pub max_conflict_retries: u32,
+    /// Replicas that must confirm an append (Redis `WAIT`) before it is
+    /// acknowledged; 0: the primary's word is enough.
+    pub min_replicas_acked: u32,
+}
+
+impl RedisConfig {
+    /// The URL (a secret: it may carry a password).
+    pub fn url(&self) -> &str {
+        &self.url.0
+    }
+}
+
 /// `[stream]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -224,9 +255,18 @@ pub struct Overrides {
     pub store: Option<StoreKind>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
+    /// `--redis-url`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis: Option<RedisOverrides>,
     /// `--insecure-no-auth`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth: Option<AuthOverrides>,
+}
+
+/// Redis overrides from the command line.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RedisOverrides {
+    pub url: String,
 }
 
 /// Auth overrides from the command line.
@@ -263,7 +303,9 @@ impl Config {
         }
         let vars: Vec<(String, String)> = env
             .into_iter()
-            .filter(|(k, _)| k.starts_with("PROJECTOR_"))
+            // PROJECTOR_TEST_* belong to the test suite (the Redis URL of the
+            // multi-node tests), not to the server's configuration.
+            .filter(|(k, _)| k.starts_with("PROJECTOR_") && !k.starts_with("PROJECTOR_TEST_"))
             .collect();
         fig = fig
             .merge(env_provider(vars))
@@ -310,6 +352,14 @@ impl Config {
             return bad(
                 "retention.max_events_per_session must be at least sessions.checkpoint_every",
             );
+        }
+        if self.store == StoreKind::Redis {
+            if self.redis.timeout_ms == 0 {
+                return bad("redis.timeout_ms must be at least 1");
+            }
+            if self.redis.prefix.is_empty() || self.redis.prefix.contains(['{', '}']) {
+                return bad("redis.prefix must be non-empty and must not contain '{' or '}'");
+            }
         }
         crate::control::validate(&self.controls).map_err(ConfigError::Invalid)?;
         Ok(())
@@ -401,6 +451,7 @@ mod tests {
                     r#"["http://a.test"]"#,
                 ),
                 ("OTHER_VAR", "x"),
+                ("PROJECTOR_TEST_REDIS_URL", "redis://ignored"),
             ]),
             &Overrides {
                 listen: Some("127.0.0.1:7000".parse().unwrap()),

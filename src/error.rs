@@ -166,7 +166,11 @@ impl From<StoreError> for Problem {
     fn from(e: StoreError) -> Self {
         tracing::error!(error = %e, "store error");
         match e {
-            StoreError::Conflict { .. } | StoreError::Corrupt { .. } => Problem::internal(&e),
+            StoreError::Conflict { .. } => Problem::unavailable(
+                "store_conflict",
+                "other nodes kept appending to this session; nothing was applied, retry",
+            ),
+            StoreError::Corrupt { .. } => Problem::internal(&e),
             StoreError::Full(_) => Problem::unavailable(
                 "store_full",
                 "the event store is short of disk space; nothing was applied; reads and streams keep working",

@@ -97,38 +97,64 @@ impl Frame {
         finish(buf, start..end, kind, cursor, None)
     }
 
-    /// The JSON of each chunk addressed to `message_id`, in order. Free for
-    /// frames encoded here; frames read back from the store are parsed.
-    pub fn message_chunks(&self, message_id: &str) -> Vec<Bytes> {
-        if let Some(spans) = &self.spans {
-            return spans
-                .iter()
-                .filter(|s| s.message_id.as_deref() == Some(message_id))
-                .map(|s| self.json.slice(s.range.clone()))
-                .collect();
-        }
-        #[derive(Deserialize)]
-        struct Item<'a> {
-            #[serde(rename = "messageId", borrow)]
-            message_id: Option<std::borrow::Cow<'a, str>>,
-            #[serde(borrow)]
-            chunk: &'a RawValue,
-        }
-        #[derive(Deserialize)]
-        struct Delta<'a> {
-            #[serde(default, borrow)]
-            chunks: Vec<Item<'a>>,
-        }
-        match serde_json::from_slice::<Delta<'_>>(&self.json) {
-            Ok(d) => d
-                .chunks
-                .into_iter()
-                .filter(|i| i.message_id.as_deref() == Some(message_id))
-                .map(|i| Bytes::copy_from_slice(i.chunk.get().as_bytes()))
-                .collect(),
-            Err(_) => Vec::new(),
-        }
+    /// A delta frame read back from the store that goes to live
+    /// subscribers (another node encoded it): its chunk positions are found
+    /// once here, so that AI SDK streams slice it like a frame encoded here.
+    pub fn stored_delta(cursor: u64, json: &[u8]) -> Frame {
+        let mut f = Frame::from_json(FrameKind::Delta, Some(cursor), json);
+        f.spans = chunk_spans(&f.json);
+        f
     }
+
+    /// The JSON of each chunk addressed to `message_id`, in order. Free for
+    /// frames encoded here or relayed live; frames replayed from the store
+    /// are parsed.
+    pub fn message_chunks(&self, message_id: &str) -> Vec<Bytes> {
+        let parsed;
+        let spans = match &self.spans {
+            Some(spans) => spans,
+            None => {
+                parsed = chunk_spans(&self.json).unwrap_or_default();
+                &parsed
+            }
+        };
+        spans
+            .iter()
+            .filter(|s| s.message_id.as_deref() == Some(message_id))
+            .map(|s| self.json.slice(s.range.clone()))
+            .collect()
+    }
+}
+
+/// Where each chunk of a delta frame's JSON sits; `None` if it does not
+/// parse as one.
+fn chunk_spans(json: &[u8]) -> Option<Vec<ChunkSpan>> {
+    #[derive(Deserialize)]
+    struct Item<'a> {
+        #[serde(rename = "messageId", borrow)]
+        message_id: Option<std::borrow::Cow<'a, str>>,
+        #[serde(borrow)]
+        chunk: &'a RawValue,
+    }
+    #[derive(Deserialize)]
+    struct Delta<'a> {
+        #[serde(default, borrow)]
+        chunks: Vec<Item<'a>>,
+    }
+    let d = serde_json::from_slice::<Delta<'_>>(json).ok()?;
+    let base = json.as_ptr() as usize;
+    d.chunks
+        .into_iter()
+        .map(|i| {
+            // The raw chunk borrows from `json`: its offset is its span.
+            let start = (i.chunk.get().as_ptr() as usize).checked_sub(base)?;
+            let range = start..start + i.chunk.get().len();
+            (range.end <= json.len()).then(|| ChunkSpan {
+                message_id: i.message_id.as_deref().map(Arc::from),
+                range,
+            })
+        })
+        .collect()
 }
 
 /// Encode a `delta` frame: one buffer, chunk spans recorded on the way.
@@ -275,5 +301,10 @@ mod tests {
         let stored = Frame::from_json(FrameKind::Delta, Some(3), &f.json);
         assert_eq!(stored.message_chunks("m\"1"), own);
         assert_eq!(stored.sse, f.sse);
+        // A frame relayed from another node finds its spans once: the same
+        // spans as the encoding node's, and the same bytes.
+        let relayed = Frame::stored_delta(3, &f.json);
+        assert_eq!(relayed, f);
+        assert_eq!(relayed.message_chunks("m\"1"), own);
     }
 }

@@ -44,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 use config::{Config, StoreKind};
 use session::{Registry, RegistryConfig};
 use store::embedded::{EmbeddedLog, EmbeddedOptions};
+use store::redis::{RedisLog, RedisOptions};
 use store::{memory::MemoryLog, Retention, SharedLog, StoreError};
 
 /// Open the store the configuration names.
@@ -61,6 +62,11 @@ pub fn open_store(cfg: &Config) -> Result<SharedLog, StoreError> {
                 retention,
                 min_free_bytes: cfg.storage.min_free_bytes,
             },
+        )?),
+        StoreKind::Redis => Arc::new(RedisLog::open(
+            cfg.redis.url(),
+            cfg.redis.cluster,
+            RedisOptions::new(&cfg.redis, retention),
         )?),
     })
 }
@@ -130,6 +136,7 @@ pub async fn serve(
             checkpoint_every: cfg.sessions.checkpoint_every,
             live_buffer: cfg.stream.live_buffer,
             replay_page: cfg.stream.replay_page,
+            conflict_retries: cfg.redis.max_conflict_retries,
         },
         shutdown.clone(),
     );

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use agent_projector::config::{AuthOverrides, Config, LogFormat, Overrides, StoreKind};
+use agent_projector::config::{
+    AuthOverrides, Config, LogFormat, Overrides, RedisOverrides, StoreKind,
+};
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
@@ -26,12 +28,15 @@ struct Cli {
     /// A TOML config file layered over the embedded defaults.
     #[arg(long, global = true)]
     config: Option<PathBuf>,
-    /// Event store [env: PROJECTOR_STORE] [default: embedded].
+    /// Event store: embedded, memory or redis [env: PROJECTOR_STORE] [default: embedded].
     #[arg(long, global = true)]
     store: Option<StoreArg>,
     /// Data directory of the embedded store [env: PROJECTOR_DATA_DIR] [default: ./data].
     #[arg(long, global = true)]
     data_dir: Option<PathBuf>,
+    /// Redis URL of the shared store (with --store redis) [env: PROJECTOR_REDIS__URL].
+    #[arg(long, global = true)]
+    redis_url: Option<String>,
     /// Serve without authentication on a non-loopback address (auth.mode = "none").
     #[arg(long, global = true)]
     insecure_no_auth: bool,
@@ -43,6 +48,7 @@ struct Cli {
 enum StoreArg {
     Memory,
     Embedded,
+    Redis,
 }
 
 #[derive(Subcommand, Debug)]
@@ -66,8 +72,10 @@ fn main() -> ExitCode {
         store: cli.store.map(|s| match s {
             StoreArg::Memory => StoreKind::Memory,
             StoreArg::Embedded => StoreKind::Embedded,
+            StoreArg::Redis => StoreKind::Redis,
         }),
         data_dir: cli.data_dir.clone(),
+        redis: cli.redis_url.clone().map(|url| RedisOverrides { url }),
         auth: cli.insecure_no_auth.then_some(AuthOverrides {
             insecure_no_auth: true,
         }),

@@ -119,40 +119,43 @@ pub enum SessionError {
     Stopped,
 }
 
+/// Where an ingest request's outcome goes.
+pub(crate) type IngestReply = oneshot::Sender<Result<IngestOutcome, SessionError>>;
+
 /// Commands an actor serves, one at a time.
 #[derive(Debug)]
 pub enum Command {
     /// Append and project a validated batch.
     Ingest {
         events: Vec<IncomingEvent>,
-        reply: oneshot::Sender<Result<IngestOutcome, SessionError>>,
+        reply: IngestReply,
     },
     /// Subscribe from an optional cursor (and epoch).
     Subscribe {
         cursor: Option<u64>,
         epoch: Option<String>,
-        reply: oneshot::Sender<Subscription>,
+        reply: oneshot::Sender<Result<Subscription, SessionError>>,
     },
     /// The current snapshot frame.
     Snapshot {
-        reply: oneshot::Sender<(SessionMeta, SharedFrame)>,
+        reply: oneshot::Sender<Result<(SessionMeta, SharedFrame), SessionError>>,
     },
     /// A message as it stands, with the feed positioned right after it.
     Message {
         pick: MessagePick,
-        reply: oneshot::Sender<Option<MessageFeed>>,
+        reply: oneshot::Sender<Result<Option<MessageFeed>, SessionError>>,
     },
     /// A page of messages before a message id (or the newest); `None` when
     /// `before` names no message of the projection.
     Messages {
         before: Option<String>,
         limit: usize,
-        reply: oneshot::Sender<Option<MessagePage>>,
+        reply: oneshot::Sender<Result<Option<MessagePage>, SessionError>>,
     },
     /// The control URL and, when `action_id` is given, that action's status.
     ControlTarget {
         action_id: Option<String>,
-        reply: oneshot::Sender<ControlTarget>,
+        reply: oneshot::Sender<Result<ControlTarget, SessionError>>,
     },
     /// Stop if nobody is subscribed (the registry is over its size limit).
     EvictIfIdle,
@@ -160,6 +163,12 @@ pub enum Command {
     /// `reset` + an empty `snapshot`.
     Delete {
         reply: oneshot::Sender<Result<SessionMeta, SessionError>>,
+    },
+    /// Delete the session, as [`Command::Delete`] does, only if nothing was
+    /// appended since `before_ms` (the retention sweep); true if deleted.
+    Expire {
+        before_ms: u64,
+        reply: oneshot::Sender<Result<bool, SessionError>>,
     },
 }
 
@@ -217,17 +226,17 @@ impl SessionHandle {
             epoch,
             reply,
         })
-        .await
+        .await?
     }
 
     /// The current snapshot frame and log position.
     pub async fn snapshot(&self) -> Result<(SessionMeta, SharedFrame), SessionError> {
-        self.call(|reply| Command::Snapshot { reply }).await
+        self.call(|reply| Command::Snapshot { reply }).await?
     }
 
     /// A message and the live feed after it; `None` when there is no such message.
     pub async fn message(&self, pick: MessagePick) -> Result<Option<MessageFeed>, SessionError> {
-        self.call(|reply| Command::Message { pick, reply }).await
+        self.call(|reply| Command::Message { pick, reply }).await?
     }
 
     /// See [`Command::Messages`].
@@ -241,7 +250,7 @@ impl SessionHandle {
             limit,
             reply,
         })
-        .await
+        .await?
     }
 
     /// See [`Command::ControlTarget`].
@@ -250,12 +259,18 @@ impl SessionHandle {
         action_id: Option<String>,
     ) -> Result<ControlTarget, SessionError> {
         self.call(|reply| Command::ControlTarget { action_id, reply })
-            .await
+            .await?
     }
 
     /// Delete the session (see [`Command::Delete`]).
     pub async fn delete(&self) -> Result<SessionMeta, SessionError> {
         self.call(|reply| Command::Delete { reply }).await?
+    }
+
+    /// See [`Command::Expire`].
+    pub async fn expire(&self, before_ms: u64) -> Result<bool, SessionError> {
+        self.call(|reply| Command::Expire { before_ms, reply })
+            .await?
     }
 
     /// Open subscriptions on the actor's live feed.

@@ -32,6 +32,9 @@ pub struct RegistryConfig {
     pub checkpoint_every: u64,
     pub live_buffer: usize,
     pub replay_page: usize,
+    /// Retries of an ingest refused because another node appended first
+    /// (shared stores only).
+    pub conflict_retries: u32,
 }
 
 pub(super) struct ActorCtx {
@@ -43,6 +46,7 @@ pub(super) struct ActorCtx {
     pub checkpoint_every: u64,
     pub live_buffer: usize,
     pub replay_page: usize,
+    pub conflict_retries: u32,
     pub shutdown: CancellationToken,
 }
 
@@ -87,6 +91,7 @@ impl Registry {
                     checkpoint_every: cfg.checkpoint_every,
                     live_buffer: cfg.live_buffer,
                     replay_page: cfg.replay_page,
+                    conflict_retries: cfg.conflict_retries,
                     shutdown,
                 }),
                 next_generation: AtomicU64::new(1),
@@ -187,6 +192,8 @@ impl Registry {
             feed: None,
             feed_view: feed_view.clone(),
             live_buffer: ctx.live_buffer,
+            listening: None,
+            held: None,
         };
         self.inner.tasks.spawn(actor.run());
         SessionHandle {
@@ -273,10 +280,18 @@ impl Registry {
     /// retention sweep). Returns how many were deleted.
     pub async fn expire(&self, before_ms: u64) -> Result<usize, SessionError> {
         let ids = self.store().expired(before_ms, 1000).await?;
+        let mut deleted = 0;
         for id in &ids {
-            self.delete(id).await?;
+            // The actor checks again, atomically with the deletion, so that a
+            // session written to meanwhile (maybe on another node) stays.
+            if self
+                .with_retry(id, |h| async move { h.expire(before_ms).await })
+                .await?
+            {
+                deleted += 1;
+            }
         }
-        Ok(ids.len())
+        Ok(deleted)
     }
 
     /// A session's control URL and, when asked, an action's status, from

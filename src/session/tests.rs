@@ -23,6 +23,7 @@ struct Gate {
     release: Notify,
     holding: AtomicBool,
     fail: AtomicBool,
+    appends: std::sync::atomic::AtomicUsize,
 }
 
 #[async_trait]
@@ -34,6 +35,7 @@ impl EventLog for Gate {
         self.inner.meta(s).await
     }
     async fn append(&self, s: &str, b: AppendBatch) -> Result<SessionMeta, StoreError> {
+        self.appends.fetch_add(1, Ordering::SeqCst);
         if self.fail.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable("disk full (test)".into()));
         }
@@ -79,6 +81,7 @@ fn gate(held: &str) -> Arc<Gate> {
         release: Notify::new(),
         holding: AtomicBool::new(false),
         fail: AtomicBool::new(false),
+        appends: Default::default(),
     })
 }
 
@@ -97,6 +100,7 @@ fn registry_max(store: SharedLog, idle: Duration, max_live: usize) -> Registry {
             checkpoint_every: 3,
             live_buffer: 16,
             replay_page: 2,
+            conflict_retries: 0,
         },
         CancellationToken::new(),
     )
@@ -273,4 +277,252 @@ async fn live_sessions_stay_under_the_limit_but_subscribed_ones_stay() {
     // Evicted sessions rehydrate on their next use.
     let (meta, _) = reg.snapshot("s1").await.unwrap();
     assert_eq!(meta.head, 1);
+}
+
+fn registry_on(store: SharedLog, conflict_retries: u32) -> Registry {
+    Registry::new(
+        store,
+        RegistryConfig {
+            projection: ProjectionConfig::default(),
+            max_live: 10_000,
+            idle_evict: Duration::from_secs(60),
+            mailbox: 16,
+            checkpoint_every: 3,
+            live_buffer: 1024,
+            replay_page: 2,
+            conflict_retries,
+        },
+        CancellationToken::new(),
+    )
+}
+
+/// Two nodes (registries with their own connections) on the test Redis
+/// under a fresh prefix, and the first node's log; `None` when
+/// `PROJECTOR_TEST_REDIS_URL` is unset.
+fn two_redis_nodes(
+    test: &str,
+    conflict_retries: u32,
+) -> Option<(Arc<crate::store::redis::RedisLog>, Registry, Registry)> {
+    let keep = Retention {
+        max_events_per_session: 10_000,
+        max_age_ms: None,
+    };
+    let a = crate::store::redis::tests::test_log(test, keep)?;
+    let b: SharedLog = a.clone_node();
+    let (ra, rb) = (
+        registry_on(a.clone(), conflict_retries),
+        registry_on(b, conflict_retries),
+    );
+    Some((a, ra, rb))
+}
+
+/// Two nodes on one Redis ingest into one session at once: every batch is
+/// accepted once, cursors are gapless, both projections agree byte for
+/// byte, and a subscriber on one node gets the other node's frames exactly
+/// as stored.
+#[tokio::test]
+async fn two_nodes_on_redis_keep_one_order() {
+    let Some((a, ra, rb)) = two_redis_nodes("two_nodes_on_redis_keep_one_order", 1000) else {
+        return;
+    };
+    let mut sub = rb.subscribe("s", None, None).await.unwrap();
+    let mut writers = Vec::new();
+    for w in 0..4 {
+        let reg = if w % 2 == 0 { ra.clone() } else { rb.clone() };
+        writers.push(tokio::spawn(async move {
+            let mut accepted = 0;
+            for k in 0..15 {
+                let out = reg
+                    .ingest("s", events(&format!("w{w}k{k}"), 3))
+                    .await
+                    .unwrap();
+                accepted += out.accepted;
+            }
+            accepted
+        }));
+    }
+    let mut total = 0;
+    for w in writers {
+        total += w.await.unwrap();
+    }
+    assert_eq!(total, 4 * 15 * 3, "every event accepted once");
+    let (ma, sa) = ra.snapshot("s").await.unwrap();
+    let (mb, sb) = rb.snapshot("s").await.unwrap();
+    assert_eq!((ma.head, mb.head), (total as u64, total as u64));
+    assert_eq!(sa.json, sb.json, "both nodes project the same state");
+    let stored = a.read("s", 0, 10_000).await.unwrap();
+    assert_eq!(
+        stored.iter().map(|e| e.cursor).collect::<Vec<_>>(),
+        (1..=total as u64).collect::<Vec<_>>()
+    );
+    // The subscriber on node b saw every frame, in order, as stored.
+    let Start::Fresh { snapshot, .. } = &sub.start else {
+        panic!("a subscription without a cursor starts from a snapshot");
+    };
+    let mut next = snapshot.cursor.unwrap() + 1;
+    while next <= total as u64 {
+        let f = tokio::time::timeout(Duration::from_secs(10), sub.rx.recv())
+            .await
+            .expect("frames keep coming")
+            .expect("the feed stays open");
+        assert_eq!(f.cursor, Some(next));
+        assert_eq!(f.json, stored[next as usize - 1].frame);
+        next += 1;
+    }
+    a.purge().await;
+}
+
+/// A node whose subscribers all left, then gets a new one while another
+/// node appends: the new subscriber keeps receiving the other node's
+/// frames (the node keeps following the session).
+#[tokio::test]
+async fn a_returning_subscriber_keeps_following_other_nodes() {
+    let Some((a, ra, rb)) =
+        two_redis_nodes("a_returning_subscriber_keeps_following_other_nodes", 10)
+    else {
+        return;
+    };
+    for round in 0..20 {
+        let sub = rb.subscribe("s", None, None).await.unwrap();
+        drop(sub);
+        ra.ingest("s", events(&format!("x{round}"), 1))
+            .await
+            .unwrap();
+        let mut sub = rb.subscribe("s", None, None).await.unwrap();
+        let out = ra
+            .ingest("s", events(&format!("y{round}"), 1))
+            .await
+            .unwrap();
+        let want = out.cursor;
+        loop {
+            let f = tokio::time::timeout(Duration::from_secs(10), sub.rx.recv())
+                .await
+                .unwrap_or_else(|_| panic!("round {round}: frame {want} never came"))
+                .unwrap();
+            if f.cursor == Some(want) {
+                break;
+            }
+        }
+    }
+    a.purge().await;
+}
+
+/// A deleted session's actor, evicted and started again, loads the
+/// tombstone (no checkpoint, log starting past the old head) and continues
+/// its cursors.
+#[tokio::test(start_paused = true)]
+async fn a_deleted_session_rehydrates_after_eviction() {
+    let store = gate("none");
+    let reg = registry(store.clone(), Duration::from_millis(50));
+    reg.ingest("s", events("a", 2)).await.unwrap();
+    reg.delete("s").await.unwrap();
+    until("eviction", || reg.live() == 0).await;
+    let (meta, _) = reg.snapshot("s").await.unwrap();
+    assert_eq!((meta.head, meta.first), (2, 3));
+    until("eviction", || reg.live() == 0).await;
+    let out = reg.ingest("s", events("b", 1)).await.unwrap();
+    assert_eq!(out.cursor, 3);
+    until("eviction", || reg.live() == 0).await;
+    let (meta, _) = reg.snapshot("s").await.unwrap();
+    assert_eq!((meta.head, meta.first), (3, 3));
+}
+
+/// A node follows a session's channel only while the session has
+/// subscribers on it; a node that only ingests never does.
+#[tokio::test]
+async fn nodes_follow_only_sessions_with_local_subscribers() {
+    let Some((a, ra, rb)) =
+        two_redis_nodes("nodes_follow_only_sessions_with_local_subscribers", 10)
+    else {
+        return;
+    };
+    ra.ingest("s", events("a", 2)).await.unwrap();
+    assert_eq!(a.followers("s").await, 0, "ingesting alone follows nothing");
+    let sub = rb.subscribe("s", None, None).await.unwrap();
+    assert_eq!(a.followers("s").await, 1, "the subscriber's node follows");
+    drop(sub);
+    // The next frame finds nobody to read it: the node stops following.
+    ra.ingest("s", events("b", 1)).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while a.followers("s").await != 0 {
+        assert!(tokio::time::Instant::now() < deadline, "still following");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    a.purge().await;
+}
+
+/// Requests queued behind an append in progress go to the store together,
+/// each with its own outcome, in order (a later request repeating an
+/// earlier one's ids gets duplicates).
+#[tokio::test]
+async fn queued_requests_of_a_session_share_one_append() {
+    let store = gate("s");
+    store.holding.store(true, Ordering::SeqCst);
+    let reg = registry(store.clone(), Duration::from_secs(60));
+    let ingest = |prefix: &'static str, n: usize| {
+        let reg = reg.clone();
+        tokio::spawn(async move { reg.ingest("s", events(prefix, n)).await.unwrap() })
+    };
+    let first = ingest("a", 2);
+    until("the first append is held", || {
+        store.appends.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    let second = ingest("b", 3);
+    let third = ingest("b", 3);
+    let fourth = ingest("c", 1);
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    store.holding.store(false, Ordering::SeqCst);
+    store.release.notify_waiters();
+    let outs = [first, second, third, fourth];
+    let mut got = Vec::new();
+    for o in outs {
+        let o = o.await.unwrap();
+        got.push((o.accepted, o.duplicates, o.cursor));
+    }
+    assert_eq!(got, [(2, 0, 2), (3, 0, 5), (0, 3, 6), (1, 0, 6)]);
+    assert_eq!(
+        store.appends.load(Ordering::SeqCst),
+        2,
+        "the queued three in one append"
+    );
+    let (meta, _) = reg.snapshot("s").await.unwrap();
+    assert_eq!(meta.head, 6);
+}
+
+/// A node's own appends come back to it as news; with the position in the
+/// news it reads nothing for them: one tail read per ingest, not two.
+#[tokio::test]
+async fn a_node_does_not_read_the_log_after_its_own_appends() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let Some((a, ra, _rb)) =
+        two_redis_nodes("a_node_does_not_read_the_log_after_its_own_appends", 10)
+    else {
+        return;
+    };
+    let mut sub = ra.subscribe("s", None, None).await.unwrap();
+    let before = a.tails.load(Relaxed);
+    for k in 0..10 {
+        let out = ra.ingest("s", events(&format!("k{k}"), 1)).await.unwrap();
+        // The frame went out; the news of it has come back, or will.
+        let f = sub.rx.recv().await.unwrap();
+        assert_eq!(f.cursor, Some(out.cursor));
+    }
+    // Let the last news arrive: another node's append is news that must be read.
+    let other = a.clone_node();
+    let rc = registry_on(other, 10);
+    rc.ingest("s", events("other", 1)).await.unwrap();
+    let f = tokio::time::timeout(Duration::from_secs(10), sub.rx.recv())
+        .await
+        .expect("the other node's frame")
+        .unwrap();
+    assert_eq!(f.cursor, Some(11));
+    let reads = a.tails.load(Relaxed) - before;
+    assert!(
+        (11..=12).contains(&reads),
+        "one tail read per ingest and one for the other node's append, not one per own append too: {reads}"
+    );
+    a.purge().await;
 }

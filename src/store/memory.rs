@@ -196,9 +196,11 @@ pub(crate) mod tests {
 
     pub(crate) fn batch(events: Vec<StoredEvent>, checkpoint: Option<Checkpoint>) -> AppendBatch {
         AppendBatch {
+            epoch: String::new(),
             events,
             checkpoint,
             status: Some("running".into()),
+            claim: false,
         }
     }
 
@@ -209,6 +211,16 @@ pub(crate) mod tests {
         })
     }
 
+    /// Append as an actor does: to the session's current epoch.
+    pub(crate) async fn put(
+        log: &SharedLog,
+        session: &str,
+        mut batch: AppendBatch,
+    ) -> Result<SessionMeta, StoreError> {
+        batch.epoch = log.open(session).await?.epoch;
+        log.append(session, batch).await
+    }
+
     /// The contract every backend must keep.
     pub(crate) async fn contract(log: SharedLog) {
         assert_eq!(log.meta("s").await.unwrap(), None);
@@ -217,14 +229,13 @@ pub(crate) mod tests {
         assert_eq!(log.meta("s").await.unwrap(), Some(meta.clone()));
         let meta2 = log.open("s").await.unwrap();
         assert_eq!(meta.epoch, meta2.epoch, "epoch is stable");
-        let m = log
-            .append("s", batch((1..=5).map(ev).collect(), None))
+        let m = put(&log, "s", batch((1..=5).map(ev).collect(), None))
             .await
             .unwrap();
         assert_eq!(m.head, 5);
         assert_eq!(m.status.as_deref(), Some("running"));
         assert!(m.updated_ms > 0);
-        let err = log.append("s", batch(vec![ev(7)], None)).await;
+        let err = put(&log, "s", batch(vec![ev(7)], None)).await;
         assert!(matches!(err, Err(StoreError::Conflict { .. })));
         assert_eq!(
             log.meta("s").await.unwrap().unwrap().head,
@@ -244,13 +255,13 @@ pub(crate) mod tests {
             .unwrap();
         assert_eq!(ids, vec![Some(2), None]);
         assert!(log.checkpoint("s").await.unwrap().is_none());
-        log.append("s", batch(vec![ev(6)], cp(6))).await.unwrap();
+        put(&log, "s", batch(vec![ev(6)], cp(6))).await.unwrap();
         assert_eq!(log.checkpoint("s").await.unwrap().unwrap().cursor, 6);
         log.ready().await.unwrap();
 
         // Listing: by id, paged, live sessions only.
-        log.append("a", batch(vec![ev(1)], None)).await.unwrap();
-        log.append("b", batch(vec![ev(1)], None)).await.unwrap();
+        put(&log, "a", batch(vec![ev(1)], None)).await.unwrap();
+        put(&log, "b", batch(vec![ev(1)], None)).await.unwrap();
         let ids =
             |l: Vec<(String, SessionMeta)>| l.into_iter().map(|(id, _)| id).collect::<Vec<_>>();
         assert_eq!(ids(log.list(None, 10).await.unwrap()), ["a", "b", "s"]);
@@ -274,7 +285,7 @@ pub(crate) mod tests {
             tomb,
             "open keeps the tombstone"
         );
-        let revived = log.append("s", batch(vec![ev(7)], None)).await.unwrap();
+        let revived = put(&log, "s", batch(vec![ev(7)], None)).await.unwrap();
         assert_eq!(
             (revived.head, revived.first, revived.deleted),
             (7, 7, false)
@@ -283,13 +294,31 @@ pub(crate) mod tests {
         assert_eq!(ids(log.list(None, 10).await.unwrap()), ["a", "b", "s"]);
 
         // Expiry candidates: live sessions idle since before a cutoff.
-        log.append("old", batch(vec![ev_at(1, 1_000)], None))
+        put(&log, "old", batch(vec![ev_at(1, 1_000)], None))
             .await
             .unwrap();
         assert_eq!(log.expired(2_000, 10).await.unwrap(), ["old"]);
         let mut all = log.expired(u64::MAX, 10).await.unwrap();
         all.sort();
         assert_eq!(all, ["a", "b", "old", "s"]);
+        // The sweep deletes only what is still idle, and only once.
+        assert_eq!(
+            log.delete_idle("s", 2_000).await.unwrap(),
+            None,
+            "written since"
+        );
+        let tomb = log
+            .delete_idle("old", 2_000)
+            .await
+            .unwrap()
+            .expect("idle: deleted");
+        assert!(tomb.deleted);
+        assert_eq!(
+            log.delete_idle("old", u64::MAX).await.unwrap(),
+            None,
+            "already gone"
+        );
+        assert_eq!(log.expired(2_000, 10).await.unwrap(), Vec::<String>::new());
     }
 
     #[tokio::test]
@@ -304,7 +333,7 @@ pub(crate) mod tests {
     /// Retention every backend must keep, for a log with
     /// `max_events_per_session = 3` and a one-hour age limit.
     pub(crate) async fn retention(log: SharedLog) {
-        log.append("s", batch((1..=5).map(ev).collect(), None))
+        put(&log, "s", batch((1..=5).map(ev).collect(), None))
             .await
             .unwrap();
         assert_eq!(
@@ -312,7 +341,7 @@ pub(crate) mod tests {
             5,
             "no checkpoint, no trim"
         );
-        let m = log.append("s", batch(vec![ev(6)], cp(6))).await.unwrap();
+        let m = put(&log, "s", batch(vec![ev(6)], cp(6))).await.unwrap();
         assert_eq!(m.first, 4);
         assert_eq!(log.meta("s").await.unwrap().unwrap().first, 4);
         let got = log.read("s", 0, 100).await.unwrap();
@@ -327,11 +356,11 @@ pub(crate) mod tests {
         );
         // By age: events received two hours ago go once a checkpoint covers them.
         let old = now_ms() - 2 * 3_600_000;
-        log.append("t", batch(vec![ev_at(1, old), ev_at(2, old)], None))
+        put(&log, "t", batch(vec![ev_at(1, old), ev_at(2, old)], None))
             .await
             .unwrap();
         assert_eq!(log.read("t", 0, 10).await.unwrap().len(), 2);
-        let m = log.append("t", batch(vec![ev(3)], cp(2))).await.unwrap();
+        let m = put(&log, "t", batch(vec![ev(3)], cp(2))).await.unwrap();
         assert_eq!(m.first, 3);
         assert_eq!(log.read("t", 0, 10).await.unwrap()[0].cursor, 3);
     }

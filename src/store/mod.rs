@@ -1,10 +1,12 @@
 //! The per-session event log: the [`EventLog`] trait every backend
 //! implements (append a batch durably, read a range, head, epoch, dedupe
 //! lookup, checkpoints, retention, tombstones, listing), and the backends:
-//! [`memory`] and [`embedded`] (redb with group commit).
+//! [`memory`], [`embedded`] (redb with group commit) and [`redis`] (shared by
+//! the nodes of a cluster).
 
 pub mod embedded;
 pub mod memory;
+pub mod redis;
 
 use std::sync::Arc;
 
@@ -111,10 +113,16 @@ pub fn now_ms() -> u64 {
 /// optionally a checkpoint taken after the last of them.
 #[derive(Debug, Clone)]
 pub struct AppendBatch {
+    /// The epoch the events continue. A shared store refuses the batch
+    /// (`Conflict`) when the session has another epoch by now.
+    pub epoch: String,
     pub events: Vec<StoredEvent>,
     pub checkpoint: Option<Checkpoint>,
     /// Runtime status of the projection after this batch (for listings).
     pub status: Option<String>,
+    /// This writer was refused several times in a row: a shared store gives
+    /// it the next turn (other writers wait until it has appended).
+    pub claim: bool,
 }
 
 /// Check that a batch continues the log: cursors `head + 1 ..` in order.
@@ -158,8 +166,89 @@ pub enum StoreError {
     Full(String),
 }
 
+/// What a session actor needs to catch up with a shared log: where the log
+/// stands, the events after the actor's head, and the cursors of the ids it
+/// is about to append, read together.
+#[derive(Debug, Clone)]
+pub struct Tail {
+    pub meta: SessionMeta,
+    pub events: Vec<StoredEvent>,
+    pub known: Vec<Option<u64>>,
+}
+
+impl StoreError {
+    /// The same error again, for each caller of a shared failure.
+    pub fn again(&self) -> StoreError {
+        match self {
+            StoreError::Conflict {
+                session,
+                expected,
+                got,
+            } => StoreError::Conflict {
+                session: session.clone(),
+                expected: *expected,
+                got: *got,
+            },
+            StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+            StoreError::Corrupt { session, detail } => StoreError::Corrupt {
+                session: session.clone(),
+                detail: detail.clone(),
+            },
+            StoreError::Full(m) => StoreError::Full(m.clone()),
+            e @ StoreError::Embedded { .. } => StoreError::Unavailable(e.to_string()),
+        }
+    }
+}
+
+/// News of a session from a shared store: a wake-up, and where the log
+/// was announced to stand (epoch and head), so that a node need not read
+/// the log after its own appends.
+#[derive(Debug, Default)]
+pub struct News {
+    wake: tokio::sync::Notify,
+    /// The last announced `(epoch, head)`; `None`: unknown (news may have
+    /// been lost), read the log.
+    latest: std::sync::Mutex<Option<(String, u64)>>,
+}
+
+impl News {
+    /// The log now stands at `head` of `epoch`.
+    pub fn announce(&self, epoch: &str, head: u64) {
+        let mut l = self.latest.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut *l {
+            Some((e, h)) if e == epoch => *h = (*h).max(head),
+            other => *other = Some((epoch.to_string(), head)),
+        }
+        drop(l);
+        self.wake.notify_one();
+    }
+
+    /// Something may have happened that was not announced.
+    pub fn unknown(&self) {
+        *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.wake.notify_one();
+    }
+
+    /// Wait for the next news.
+    pub async fn wait(&self) {
+        self.wake.notified().await
+    }
+
+    /// True unless the news says the log is still at (or behind) this
+    /// position: then there is nothing to read.
+    pub fn beyond(&self, epoch: &str, head: u64) -> bool {
+        match &*self.latest.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some((e, h)) => e != epoch || *h > head,
+            None => true,
+        }
+    }
+}
+
 /// The per-session log. Implementations must be safe for concurrent use by
-/// many sessions; one session is only ever written by its own actor.
+/// many sessions. In a single-node store one session is only ever written by
+/// its own actor; in a [shared](EventLog::shared) one, actors on several
+/// nodes append to one session and the store orders them (an append that
+/// does not continue the head and epoch is refused with `Conflict`).
 #[async_trait]
 pub trait EventLog: Send + Sync + 'static {
     /// The session's meta; creates an empty log with a new epoch if unknown.
@@ -196,6 +285,61 @@ pub trait EventLog: Send + Sync + 'static {
     /// Delete a session: its events, ids and checkpoint go (space is
     /// reclaimed) and a tombstone meta stays (see [`SessionMeta::tombstone`]).
     async fn delete(&self, session: &str) -> Result<SessionMeta, StoreError>;
+
+    /// True when other processes append to the same sessions: actors then
+    /// catch up with [`EventLog::tail`] before they append or answer, and
+    /// follow [`EventLog::listen`] while they have subscribers.
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// The meta, up to `limit` events after `after`, and the cursors of
+    /// `ids`, read atomically. `None` when the session does not exist.
+    async fn tail(
+        &self,
+        session: &str,
+        after: u64,
+        limit: usize,
+        ids: &[String],
+    ) -> Result<Option<Tail>, StoreError> {
+        let Some(meta) = self.meta(session).await? else {
+            return Ok(None);
+        };
+        let events = self.read(session, after, limit).await?;
+        let known = self.lookup_ids(session, ids).await?;
+        Ok(Some(Tail {
+            meta,
+            events,
+            known,
+        }))
+    }
+
+    /// Be told (through the returned [`News`]) whenever a process appends to
+    /// or deletes `session`, and after a reconnection that may have lost
+    /// such news. `None` for single-node stores.
+    async fn listen(&self, _session: &str) -> Option<Arc<News>> {
+        None
+    }
+
+    /// Stop listening (the [`News`] returned by [`EventLog::listen`]).
+    fn unlisten(&self, _session: &str, _news: &Arc<News>) {}
+
+    /// Delete a session only if its last append is older than `before_ms`
+    /// (the retention sweep); `None` when it was not (or is already a
+    /// tombstone). Shared stores check and delete atomically; for the others
+    /// the session's actor is the only writer, and it calls this.
+    async fn delete_idle(
+        &self,
+        session: &str,
+        before_ms: u64,
+    ) -> Result<Option<SessionMeta>, StoreError> {
+        match self.meta(session).await? {
+            Some(m) if !m.deleted && m.updated_ms < before_ms => {
+                self.delete(session).await.map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
 
     /// Live (not deleted) sessions with ids greater than `after`, by id.
     async fn list(

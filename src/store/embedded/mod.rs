@@ -3,7 +3,8 @@
 //! durable (fsync) before it is acknowledged; reads are MVCC read
 //! transactions on tokio's blocking pool and never wait for writes.
 
-mod codec;
+/// Shared with the Redis store, which keeps checkpoints in the same layout.
+pub(crate) mod codec;
 mod writer;
 
 use std::ops::Bound;

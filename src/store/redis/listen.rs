@@ -1,0 +1,269 @@
+//! Cross-node fan-out: one pub/sub connection per node, subscribed only to
+//! the channels of sessions that have subscribers here. A message (the new
+//! `epoch:head` of a session) wakes that session's actor, which reads the new
+//! events from the log; the message itself is only a hint, so a lost one
+//! costs latency, never a frame. After a reconnection every listening actor
+//! is woken, since news may have been missed meanwhile.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dashmap::DashMap;
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::store::News;
+use tracing::{debug, warn};
+
+/// The channel of a session (its tag as in [`super::tag`]).
+pub(super) fn channel(prefix: &str, tag: &str) -> String {
+    format!("{prefix}:{{{tag}}}:live")
+}
+
+enum Cmd {
+    Subscribe(String, oneshot::Sender<()>),
+    Unsubscribe(String),
+}
+
+/// How often an idle pub/sub connection is checked.
+const PING_EVERY: Duration = Duration::from_secs(5);
+
+/// What the listener did (for tests and diagnostics).
+#[derive(Debug, Default)]
+pub(super) struct Stats {
+    pub connects: AtomicU64,
+    pub pings: AtomicU64,
+}
+
+/// The node's listener: channel -> the actor to wake.
+pub(super) struct Listener {
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub stats: Arc<Stats>,
+    prefix: String,
+    wanted: Arc<DashMap<String, Arc<News>>>,
+    cmds: mpsc::UnboundedSender<Cmd>,
+    timeout: Duration,
+}
+
+impl Listener {
+    /// Start the pub/sub task (it connects, and reconnects, in the background).
+    /// With several seeds (a Redis Cluster, where a publish reaches every
+    /// node), it connects to one and moves on to the next when that fails.
+    pub fn start(seeds: Vec<redis::Client>, prefix: String, timeout: Duration) -> Self {
+        Self::start_pinging(seeds, prefix, timeout, PING_EVERY)
+    }
+
+    pub fn start_pinging(
+        seeds: Vec<redis::Client>,
+        prefix: String,
+        timeout: Duration,
+        ping_every: Duration,
+    ) -> Self {
+        let wanted: Arc<DashMap<String, Arc<News>>> = Arc::default();
+        let stats = Arc::<Stats>::default();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = Task {
+            seeds,
+            wanted: wanted.clone(),
+            timeout,
+            ping_every,
+            stats: stats.clone(),
+        };
+        tokio::spawn(task.run(rx));
+        Listener {
+            stats,
+            prefix,
+            wanted,
+            cmds: tx,
+            timeout,
+        }
+    }
+
+    /// Listen for a session; returns once the subscription is in place (or
+    /// the connection is down, in which case it is made on reconnection,
+    /// which wakes the actor).
+    pub async fn listen(&self, tag: &str) -> Arc<News> {
+        let ch = channel(&self.prefix, tag);
+        let notify = self.wanted.entry(ch.clone()).or_default().clone();
+        let (ack, done) = oneshot::channel();
+        if self.cmds.send(Cmd::Subscribe(ch, ack)).is_ok() {
+            let _ = tokio::time::timeout(self.timeout, done).await;
+        }
+        notify
+    }
+
+    /// Stop listening for a session, unless someone listens again meanwhile.
+    pub fn unlisten(&self, tag: &str, notify: &Arc<News>) {
+        let ch = channel(&self.prefix, tag);
+        if self
+            .wanted
+            .remove_if(&ch, |_, n| Arc::ptr_eq(n, notify))
+            .is_some()
+        {
+            let _ = self.cmds.send(Cmd::Unsubscribe(ch));
+        }
+    }
+}
+
+/// Connect, subscribe to what is wanted, wake everyone, then serve commands
+/// and messages until the connection drops; again, until the store is gone.
+struct Task {
+    seeds: Vec<redis::Client>,
+    wanted: Arc<DashMap<String, Arc<News>>>,
+    timeout: Duration,
+    ping_every: Duration,
+    stats: Arc<Stats>,
+}
+
+impl Task {
+    async fn run(self, mut cmds: mpsc::UnboundedReceiver<Cmd>) {
+        let Task {
+            seeds,
+            wanted,
+            timeout,
+            ping_every,
+            stats,
+        } = self;
+        let mut backoff = Duration::from_millis(50);
+        let mut turn = 0usize;
+        loop {
+            let client = &seeds[turn % seeds.len()];
+            turn += 1;
+            let conn = tokio::time::timeout(timeout, client.get_async_pubsub()).await;
+            let (mut sink, mut stream) = match conn {
+                Ok(Ok(c)) => c.split(),
+                failed => {
+                    let e = match failed {
+                        Ok(Err(e)) => e.to_string(),
+                        _ => "timed out".into(),
+                    };
+                    metrics::gauge!("projector_redis_listener_connected").set(0.0);
+                    warn!(error = %e, "redis pub/sub unavailable; retrying");
+                    // Serve commands while waiting, so listeners never block;
+                    // what they want is subscribed on connection.
+                    let wait = tokio::time::sleep(backoff);
+                    tokio::pin!(wait);
+                    loop {
+                        tokio::select! {
+                            _ = &mut wait => break,
+                            cmd = cmds.recv() => match cmd {
+                                None => return,
+                                Some(Cmd::Subscribe(_, ack)) => { let _ = ack.send(()); }
+                                Some(Cmd::Unsubscribe(_)) => {}
+                            },
+                        }
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(2));
+                    continue;
+                }
+            };
+            backoff = Duration::from_millis(50);
+            let channels: Vec<String> = wanted.iter().map(|e| e.key().clone()).collect();
+            if !channels.is_empty() {
+                if let Err(e) = sink.subscribe(&channels).await {
+                    warn!(error = %e, "redis pub/sub resubscription failed; reconnecting");
+                    continue;
+                }
+            }
+            metrics::gauge!("projector_redis_listener_connected").set(1.0);
+            debug!(channels = channels.len(), "redis pub/sub connected");
+            // Whatever happened while we were away, actors read it now.
+            for e in wanted.iter() {
+                e.value().unknown();
+            }
+            stats.connects.fetch_add(1, Ordering::Relaxed);
+            let mut ping = tokio::time::interval(ping_every);
+            ping.tick().await;
+            loop {
+                tokio::select! {
+                    cmd = cmds.recv() => match cmd {
+                        None => return,
+                        Some(Cmd::Subscribe(ch, ack)) => {
+                            let r = tokio::time::timeout(timeout, sink.subscribe(&ch)).await;
+                            let _ = ack.send(());
+                            if !matches!(r, Ok(Ok(()))) {
+                                warn!("redis subscribe failed; reconnecting");
+                                break;
+                            }
+                        }
+                        Some(Cmd::Unsubscribe(ch)) => {
+                            if !wanted.contains_key(&ch) {
+                                let r = tokio::time::timeout(timeout, sink.unsubscribe(&ch)).await;
+                                if !matches!(r, Ok(Ok(()))) {
+                                    break;
+                                }
+                            }
+                        }
+                    },
+                    msg = stream.next() => match msg {
+                        None => {
+                            warn!("redis pub/sub connection lost; reconnecting");
+                            break;
+                        }
+                        Some(msg) => {
+                            if let Some(n) = wanted.get(msg.get_channel_name()) {
+                                // `epoch:head`; anything else means: go and look.
+                                let at = std::str::from_utf8(msg.get_payload_bytes())
+                                    .ok()
+                                    .and_then(|p| {
+                                        let (epoch, head) = p.rsplit_once(':')?;
+                                        Some((epoch, head.parse::<u64>().ok()?))
+                                    });
+                                match at {
+                                    Some((epoch, head)) => n.announce(epoch, head),
+                                    None => n.unknown(),
+                                }
+                            }
+                        }
+                    },
+                    _ = ping.tick() => {
+                        // In subscribed mode the answer is ["pong", ""]: any answer will do.
+                        let r = tokio::time::timeout(timeout, sink.ping::<redis::Value>()).await;
+                        if !matches!(r, Ok(Ok(_))) {
+                            warn!("redis pub/sub ping failed; reconnecting");
+                            break;
+                        }
+                        stats.pings.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            metrics::gauge!("projector_redis_listener_connected").set(0.0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A subscribed connection answers pings with `["pong", ""]`: that is
+    /// a live connection, not a reason to reconnect.
+    #[tokio::test]
+    async fn an_idle_subscribed_connection_stays_up() {
+        let Some(url) = super::super::tests::test_url("an_idle_subscribed_connection_stays_up")
+        else {
+            return;
+        };
+        let seeds = vec![redis::Client::open(url).unwrap()];
+        let l = Listener::start_pinging(
+            seeds,
+            format!("ptest-{}", uuid::Uuid::new_v4().simple()),
+            Duration::from_secs(5),
+            Duration::from_millis(20),
+        );
+        let _n = l.listen("s").await;
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while l.stats.pings.load(Ordering::Relaxed) < 5 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("five pings answered");
+        assert_eq!(
+            l.stats.connects.load(Ordering::Relaxed),
+            1,
+            "never reconnected"
+        );
+    }
+}
