@@ -7,6 +7,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use std::time::Instant;
 
@@ -285,10 +286,12 @@ pub fn lime(id: &str, class: &str, seq: u64, extra: Value) -> Value {
     v
 }
 
-/// The real binary in a child process, with its output lines.
+/// The real binary in a child process, with its output lines (also kept
+/// whole, for `tail`); killed and reaped on drop.
 pub struct Proc {
     pub child: Child,
     lines: std::sync::mpsc::Receiver<String>,
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Proc {
@@ -304,32 +307,41 @@ impl Proc {
         }
         let mut child = cmd.spawn().expect("spawn binary");
         let (tx, lines) = std::sync::mpsc::channel();
+        let log = Arc::new(Mutex::new(Vec::new()));
         for pipe in [
             Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
             Box::new(child.stderr.take().unwrap()),
         ] {
-            let tx = tx.clone();
+            let (tx, log) = (tx.clone(), log.clone());
             std::thread::spawn(move || {
                 for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                    log.lock().unwrap().push(line.clone());
                     let _ = tx.send(line);
                 }
             });
         }
-        Proc { child, lines }
+        Proc { child, lines, log }
     }
 
-    /// Wait for a log line containing `needle`; returns it.
-    pub fn wait_line(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(10);
+    /// Wait up to `limit` for a log line containing `needle`; returns it, or
+    /// the lines seen meanwhile.
+    pub fn try_wait_line(&self, needle: &str, limit: Duration) -> Result<String, Vec<String>> {
+        let deadline = Instant::now() + limit;
         let mut seen = Vec::new();
         while let Some(left) = deadline.checked_duration_since(Instant::now()) {
             match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return line,
+                Ok(line) if line.contains(needle) => return Ok(line),
                 Ok(line) => seen.push(line),
                 Err(_) => break,
             }
         }
-        panic!("no line with {needle:?}; saw: {seen:#?}");
+        Err(seen)
+    }
+
+    /// Wait for a log line containing `needle`; returns it.
+    pub fn wait_line(&self, needle: &str) -> String {
+        self.try_wait_line(needle, Duration::from_secs(10))
+            .unwrap_or_else(|seen| panic!("no line with {needle:?}; saw: {seen:#?}"))
     }
 
     /// Every line up to and including the first containing `needle`.
@@ -351,14 +363,24 @@ impl Proc {
         panic!("no line with {needle:?}; saw: {seen:#?}");
     }
 
+    /// The address from the `listening on http://ADDR` line.
     pub fn addr(&self) -> String {
-        let line = self.wait_line("listening on http://");
-        let start = line.find("http://").unwrap() + "http://".len();
-        line[start..]
-            .split(|c: char| c.is_whitespace())
-            .next()
-            .unwrap()
-            .to_string()
+        self.listening(Duration::from_secs(10))
+            .unwrap_or_else(|seen| panic!("no line with \"listening on http://\"; saw: {seen:#?}"))
+    }
+
+    /// Like `addr`, waiting up to `limit`; `Err` holds the lines seen meanwhile.
+    pub fn listening(&self, limit: Duration) -> Result<String, Vec<String>> {
+        const NEEDLE: &str = "listening on http://";
+        let line = self.try_wait_line(NEEDLE, limit)?;
+        let rest = &line[line.find(NEEDLE).unwrap() + NEEDLE.len()..];
+        Ok(rest.split_whitespace().next().unwrap_or("").to_string())
+    }
+
+    /// The last `n` lines the process wrote (stdout and stderr).
+    pub fn tail(&self, n: usize) -> Vec<String> {
+        let log = self.log.lock().unwrap();
+        log[log.len().saturating_sub(n)..].to_vec()
     }
 
     pub fn wait_exit(&mut self) -> std::process::ExitStatus {
@@ -376,5 +398,6 @@ impl Proc {
 impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }

@@ -11,3 +11,4 @@ mod crash;
 mod fuzz;
 mod messages;
 mod packaging;
+mod redis;

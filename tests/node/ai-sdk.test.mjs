@@ -13,7 +13,7 @@ import {
   readUIMessageStream,
   uiMessageChunkSchema,
 } from 'ai';
-import { startServer, post, snapshot, plain } from './lib/server.mjs';
+import { startServer, post, snapshot, plain, purgeRedisPrefix } from './lib/server.mjs';
 
 let server;
 before(async () => {
@@ -257,4 +257,36 @@ test('session stream: delta chunks split by messageId rebuild the snapshot messa
   }
   const mate = snap.state.messages.find((m) => m.agentId === 'researcher');
   assert.ok(mate, 'the teammate keeps its own message');
+});
+
+// Several nodes on one Redis: what `ai` builds from one node's stream equals
+// the message as every node projects it. Runs when PROJECTOR_TEST_REDIS_URL
+// names a Redis (CI sets it).
+const REDIS = process.env.PROJECTOR_TEST_REDIS_URL;
+const redisSkip = REDIS ? false : 'PROJECTOR_TEST_REDIS_URL is unset (set it to run the Redis tests)';
+
+test('two nodes on Redis: `ai` streams live from one node a message posted to the other', { skip: redisSkip }, async () => {
+  const prefix = `ptest-node-${process.pid}-${Date.now()}`;
+  const args = ['--store', 'redis', '--redis-url', REDIS];
+  const env = { PROJECTOR_REDIS__PREFIX: prefix };
+  const a = await startServer(args, env);
+  const b = await startServer(args, env);
+  try {
+    const sid = session('nodes');
+    const events = scenarios['text, tool, text'];
+    const all = run(sid, events);
+    await post(a.base, sid, all.slice(0, 2));
+    const reading = viaUiStream(b.base, sid, 'm1');
+    for (const e of all.slice(2)) await post(a.base, sid, e);
+    await post(a.base, sid, end(sid, events.length + 2));
+    const built = await reading; // ends by itself at `finish`
+    assertSame(built, await ours(a.base, sid, 'm1'));
+    assertSame(built, await ours(b.base, sid, 'm1'));
+    // useChat's resume, on the node that never saw a POST: nothing streams now.
+    assert.equal((await fetch(`${b.base}/v1/chat/${sid}/stream`)).status, 204);
+  } finally {
+    await a.stop();
+    await b.stop();
+    purgeRedisPrefix(REDIS, prefix);
+  }
 });

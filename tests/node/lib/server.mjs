@@ -1,7 +1,7 @@
 // Start the real agent-projector binary for a test file, and small helpers
 // to talk to it. The binary is the one `cargo test` builds
 // (target/debug/agent-projector); set PROJECTOR_BIN to use another.
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -11,9 +11,10 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../.
 export const BIN = process.env.PROJECTOR_BIN ?? path.join(root, 'target/debug/agent-projector');
 export const ROOT = root;
 
-/** Start a server (memory store, port 0); resolves once it logs its address. */
+/** Start a server (memory store unless `args` name one, port 0); resolves once it logs its address. */
 export async function startServer(args = [], env = {}) {
-  const child = spawn(BIN, ['--store', 'memory', '--listen', '127.0.0.1:0', ...args], {
+  const store = args.includes('--store') ? [] : ['--store', 'memory'];
+  const child = spawn(BIN, [...store, '--listen', '127.0.0.1:0', ...args], {
     env: { ...process.env, NO_COLOR: '1', RUST_LOG: 'warn,agent_projector=info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -64,4 +65,20 @@ export async function snapshot(base, session) {
 /** Drop keys whose value is undefined (the AI SDK leaves `input: undefined` etc.). */
 export function plain(v) {
   return JSON.parse(JSON.stringify(v));
+}
+
+/**
+ * Remove every key of a Redis key prefix (sessions and the tagged global
+ * indexes) with redis-cli, which comes with redis-server. Best effort.
+ */
+export function purgeRedisPrefix(url, prefix) {
+  const script = "local n = 0 for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) n = n + 1 end return n";
+  for (const pattern of [`${prefix}:*`, `{${prefix}}:*`]) {
+    try {
+      execFileSync('redis-cli', ['-u', url, 'EVAL', script, '0', pattern], { stdio: 'ignore' });
+    } catch (e) {
+      console.warn(`keys of ${prefix} left in Redis: ${e.message}`);
+      return;
+    }
+  }
 }
