@@ -4,7 +4,9 @@
 //!    single-event POST each time, durable embedded store against the memory
 //!    store, in the same run;
 //! 2. rehydration time of a cold 100,000-event session, with and without
-//!    projection checkpoints.
+//!    projection checkpoints, on the embedded store and (when a Redis is
+//!    given: `PROJECTOR_BENCH_REDIS_URL`, or `PROJECTOR_TEST_REDIS_URL` for
+//!    the smoke run) on the Redis store.
 //!
 //! Under `cargo test` (no `--bench` argument) it runs a seconds-long smoke
 //! version so that it keeps working. Prints a table and writes JSON to
@@ -27,9 +29,13 @@ struct Scale {
 }
 
 fn config(store: StoreKind, dir: &std::path::Path) -> Config {
+    config_env(store, dir, Vec::new())
+}
+
+fn config_env(store: StoreKind, dir: &std::path::Path, env: Vec<(String, String)>) -> Config {
     let mut cfg = Config::load(
         None,
-        Vec::new(),
+        env,
         &Overrides {
             store: Some(store),
             data_dir: Some(dir.to_path_buf()),
@@ -102,15 +108,29 @@ fn registry(store: SharedLog, checkpoint_every: u64, stop: CancellationToken) ->
             checkpoint_every,
             live_buffer: 1024,
             replay_page: 1000,
+            conflict_retries: 0,
         },
         stop,
     )
 }
 
-/// Seconds for a cold actor to hydrate a session of `n` events.
-async fn rehydrate(n: usize, checkpoint_every: u64) -> f64 {
+/// Seconds for a cold actor to hydrate a session of `n` events, on the
+/// embedded store or, given a URL, on Redis (under a fresh prefix, removed
+/// afterwards).
+async fn rehydrate(redis: Option<&str>, n: usize, checkpoint_every: u64) -> f64 {
     let dir = tempdir("rehydrate");
-    let mut cfg = config(StoreKind::Embedded, &dir);
+    let prefix = format!("bench-store-{}", uuid::Uuid::new_v4().simple());
+    let mut cfg = match redis {
+        None => config(StoreKind::Embedded, &dir),
+        Some(url) => config_env(
+            StoreKind::Redis,
+            &dir,
+            vec![
+                ("PROJECTOR_REDIS__URL".into(), url.into()),
+                ("PROJECTOR_REDIS__PREFIX".into(), prefix.clone()),
+            ],
+        ),
+    };
     cfg.retention.max_events_per_session = u64::MAX;
     {
         let store = agent_projector::open_store(&cfg).unwrap();
@@ -143,6 +163,9 @@ async fn rehydrate(n: usize, checkpoint_every: u64) -> f64 {
     assert_eq!(meta.head as usize, n);
     drop(reg);
     let _ = std::fs::remove_dir_all(dir);
+    if let Some(url) = redis {
+        agent_projector::store::redis::purge_prefix(url, &prefix).expect("bench keys removed");
+    }
     secs
 }
 
@@ -173,15 +196,33 @@ fn main() {
             println!("{writers:>8} {mem:>16.0} {emb:>16.0} {:>10.2}", emb / mem);
             rows.push(json!({"writers": writers, "memory_events_per_s": mem, "embedded_events_per_s": emb}));
         }
-        let with = rehydrate(scale.session_events, 1000).await;
-        let without = rehydrate(scale.session_events, u64::MAX).await;
+        let with = rehydrate(None, scale.session_events, 1000).await;
+        let without = rehydrate(None, scale.session_events, u64::MAX).await;
         println!("rehydration of a cold {}-event session (embedded):", scale.session_events);
         println!("  with checkpoints every 1000 events: {:>8.1} ms", with * 1e3);
         println!("  without checkpoints:                {:>8.1} ms  ({:.1}x)", without * 1e3, without / with);
+        let redis_url = std::env::var(if full { "PROJECTOR_BENCH_REDIS_URL" } else { "PROJECTOR_TEST_REDIS_URL" })
+            .ok()
+            .or_else(|| full.then(|| "redis://127.0.0.1:6379".to_string()));
+        let on_redis = match redis_url.as_deref() {
+            Some(url) => {
+                let with_r = rehydrate(Some(url), scale.session_events, 1000).await;
+                let without_r = rehydrate(Some(url), scale.session_events, u64::MAX).await;
+                println!("rehydration of a cold {}-event session (Redis):", scale.session_events);
+                println!("  with checkpoints every 1000 events: {:>8.1} ms  ({:.1}x embedded)", with_r * 1e3, with_r / with);
+                println!("  without checkpoints:                {:>8.1} ms  ({:.1}x)", without_r * 1e3, without_r / with_r);
+                json!({"with_checkpoints_s": with_r, "without_checkpoints_s": without_r})
+            }
+            None => {
+                println!("rehydration on Redis skipped: PROJECTOR_TEST_REDIS_URL is unset");
+                serde_json::Value::Null
+            }
+        };
         let out = json!({
             "full": full,
             "ingest": rows,
             "rehydrate": {"events": scale.session_events, "with_checkpoints_s": with, "without_checkpoints_s": without},
+            "rehydrate_redis": on_redis,
         });
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench-store.json");
         let _ = std::fs::write(path, serde_json::to_vec_pretty(&out).unwrap());

@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 (cd bench/anchor && npm ci --no-audit --no-fund --loglevel=error)
 cargo bench --bench store
 cargo bench --bench load
+cargo bench --bench cluster # 1, 2, 3 nodes on one Redis ($PROJECTOR_BENCH_REDIS_URL, default 127.0.0.1:6379)
 cargo bench --bench reducer
 python3 bench/anchor/idle.py 2000
 python3 bench/anchor/replay.py 100000

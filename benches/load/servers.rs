@@ -56,9 +56,20 @@ fn wait_for_addr(child: &mut Child, marker: &str) -> SocketAddr {
 
 /// agent-projector with limits opened up for load, on `store`.
 pub fn projector(store: &str, data_dir: &std::path::Path, extra_env: &[(&str, &str)]) -> Server {
+    projector_with(store, data_dir, &[], extra_env)
+}
+
+/// The same with extra command-line arguments (e.g. `--redis-url <url>`).
+pub fn projector_with(
+    store: &str,
+    data_dir: &std::path::Path,
+    extra_args: &[&str],
+    extra_env: &[(&str, &str)],
+) -> Server {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-projector"));
     cmd.args(["--listen", "127.0.0.1:0", "--store", store, "--data-dir"])
         .arg(data_dir)
+        .args(extra_args)
         .env("NO_COLOR", "1")
         .env("RUST_LOG", "warn,agent_projector=info")
         .env("PROJECTOR_LIMITS__INGEST_EVENTS_PER_SEC_PER_SESSION", "0")
