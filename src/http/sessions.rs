@@ -47,7 +47,8 @@ pub struct SessionSummary {
     /// Runtime status of the projection after the last append.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
-    /// RFC 3339 time of the last append.
+    /// RFC 3339 time of the last append; of the session's opening (by a
+    /// read or a subscription) while it has none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<String>,
 }

@@ -616,6 +616,29 @@ impl Actor {
             }
             Command::Expire { before_ms, reply } => {
                 let store = self.registry.ctx.store.clone();
+                // Opened by a read or a subscription, never written: while
+                // someone here watches it, it stays; else it goes whole, and
+                // this actor with it (its epoch is gone). Another node may
+                // have appended meanwhile: the store checks, and then it is
+                // a session like any other (below).
+                if state.meta.head == 0 && !state.meta.deleted {
+                    if self.subscribers() > 0 {
+                        let _ = reply.send(Ok(false));
+                        return true;
+                    }
+                    match store.forget_idle(&self.id, before_ms).await {
+                        Ok(true) => {
+                            debug!("forgot a session that was never written to");
+                            let _ = reply.send(Ok(true));
+                            return false;
+                        }
+                        Ok(false) => {}
+                        Err(e) => {
+                            let _ = reply.send(Err(SessionError::Store(e)));
+                            return true;
+                        }
+                    }
+                }
                 let _ = reply.send(match store.delete_idle(&self.id, before_ms).await {
                     Ok(Some(meta)) => {
                         self.deleted(state, meta);

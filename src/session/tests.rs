@@ -59,6 +59,9 @@ impl EventLog for Gate {
     async fn delete(&self, s: &str) -> Result<SessionMeta, StoreError> {
         self.inner.delete(s).await
     }
+    async fn forget_idle(&self, s: &str, before_ms: u64) -> Result<bool, StoreError> {
+        self.inner.forget_idle(s, before_ms).await
+    }
     async fn list(
         &self,
         after: Option<&str>,
@@ -259,6 +262,58 @@ async fn expiry_deletes_idle_sessions_only() {
     let (meta, _) = reg.snapshot("old").await.unwrap();
     assert!(meta.deleted);
     assert!(reg.store().list(None, 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn expiry_forgets_sessions_only_ever_read_unless_watched() {
+    let reg = registry(gate("none"), Duration::from_secs(60));
+    let (opened, _) = reg.snapshot("looked-at").await.unwrap();
+    assert_eq!(opened.head, 0);
+    let mut sub = reg.subscribe("watched", None, None).await.unwrap();
+    assert_eq!(
+        reg.store().list(None, 10).await.unwrap().len(),
+        2,
+        "reads open"
+    );
+    assert_eq!(
+        reg.expire(opened.updated_ms).await.unwrap(),
+        0,
+        "not idle yet"
+    );
+    assert_eq!(
+        reg.expire(u64::MAX).await.unwrap(),
+        1,
+        "the watched one stays"
+    );
+    assert_eq!(
+        reg.store().meta("looked-at").await.unwrap(),
+        None,
+        "gone whole, no tombstone"
+    );
+    let watched = reg.store().meta("watched").await.unwrap().unwrap();
+    assert!(!watched.deleted);
+    assert!(
+        sub.rx.try_recv().is_err(),
+        "its subscriber saw nothing happen"
+    );
+    // Looked at again: a new life, which works like any session.
+    let (again, _) = reg.snapshot("looked-at").await.unwrap();
+    assert_ne!(again.epoch, opened.epoch);
+    let out = reg.ingest("looked-at", events("a", 2)).await.unwrap();
+    assert_eq!((out.accepted, out.cursor), (2, 2));
+    // Once nobody watches, the empty session goes too; the written one is
+    // now an idle session like any other (a tombstone).
+    drop(sub);
+    assert_eq!(reg.expire(u64::MAX).await.unwrap(), 2);
+    assert_eq!(reg.store().meta("watched").await.unwrap(), None);
+    assert!(
+        reg.store()
+            .meta("looked-at")
+            .await
+            .unwrap()
+            .unwrap()
+            .deleted
+    );
 }
 
 #[tokio::test]

@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use dashmap::DashMap;
 
 use super::{
-    age_trim_to, check_cursors, now_ms, trim_to, AppendBatch, Checkpoint, EventLog, Retention,
-    SessionMeta, StoreError, StoredEvent,
+    age_trim_to, check_cursors, is_forgettable, now_ms, trim_to, AppendBatch, Checkpoint, EventLog,
+    Retention, SessionMeta, StoreError, StoredEvent,
 };
 
 #[derive(Debug)]
@@ -144,6 +144,13 @@ impl EventLog for MemoryLog {
         Ok(tomb)
     }
 
+    async fn forget_idle(&self, session: &str, before_ms: u64) -> Result<bool, StoreError> {
+        Ok(self
+            .sessions
+            .remove_if(session, |_, s| is_forgettable(&s.meta, before_ms))
+            .is_some())
+    }
+
     async fn list(
         &self,
         after: Option<&str>,
@@ -164,7 +171,7 @@ impl EventLog for MemoryLog {
         let mut out: Vec<String> = self
             .sessions
             .iter()
-            .filter(|e| !e.meta.deleted && e.meta.head > 0 && e.meta.updated_ms < before_ms)
+            .filter(|e| !e.meta.deleted && e.meta.updated_ms < before_ms)
             .map(|e| e.key().clone())
             .collect();
         out.sort();
@@ -319,6 +326,49 @@ pub(crate) mod tests {
             "already gone"
         );
         assert_eq!(log.expired(2_000, 10).await.unwrap(), Vec::<String>::new());
+
+        // Opened (by a read), never written: idle since its opening, and
+        // forgotten whole, with no tombstone.
+        let opened = log.open("empty").await.unwrap();
+        let since = opened.updated_ms;
+        assert!(since > 0, "opened now: {opened:?}");
+        assert!(log
+            .expired(since + 1, 10)
+            .await
+            .unwrap()
+            .contains(&"empty".to_string()));
+        assert!(
+            !log.forget_idle("empty", since).await.unwrap(),
+            "opened since"
+        );
+        assert!(!log.forget_idle("a", u64::MAX).await.unwrap(), "written to");
+        assert!(
+            !log.forget_idle("old", u64::MAX).await.unwrap(),
+            "a tombstone"
+        );
+        assert!(
+            !log.forget_idle("never", u64::MAX).await.unwrap(),
+            "unknown"
+        );
+        assert_eq!(log.meta("never").await.unwrap(), None, "still unknown");
+        assert!(log.forget_idle("empty", since + 1).await.unwrap());
+        assert_eq!(log.meta("empty").await.unwrap(), None, "no tombstone");
+        assert!(!ids(log.list(None, 10).await.unwrap()).contains(&"empty".to_string()));
+        assert!(!log
+            .expired(u64::MAX, 10)
+            .await
+            .unwrap()
+            .contains(&"empty".to_string()));
+        assert_ne!(
+            log.open("empty").await.unwrap().epoch,
+            opened.epoch,
+            "a new life"
+        );
+        // The first append dates a session by its events, not its opening.
+        let m = put(&log, "empty", batch(vec![ev_at(1, 1_500)], None))
+            .await
+            .unwrap();
+        assert_eq!(m.updated_ms, 1_500);
     }
 
     #[tokio::test]

@@ -48,7 +48,8 @@ pub struct SessionMeta {
     /// Runtime status of the projection after the last append.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
-    /// Wall-clock milliseconds of the last append (0 when none).
+    /// Wall-clock milliseconds of the last append, or of the session's
+    /// opening while nothing was appended (its idle age for the sweep).
     #[serde(default)]
     pub updated_ms: u64,
     /// A tombstone: the session was deleted; its log is gone.
@@ -57,14 +58,14 @@ pub struct SessionMeta {
 }
 
 impl SessionMeta {
-    /// A fresh, empty log.
+    /// A fresh, empty log, opened now.
     pub fn new_epoch() -> Self {
         SessionMeta {
             epoch: new_epoch_id(),
             head: 0,
             first: 1,
             status: None,
-            updated_ms: 0,
+            updated_ms: now_ms(),
             deleted: false,
         }
     }
@@ -86,8 +87,10 @@ impl SessionMeta {
     pub fn appended(&self, batch: &AppendBatch) -> Self {
         let mut m = self.clone();
         if let Some(last) = batch.events.last() {
+            // Until the first append, `updated_ms` is the opening time.
+            let since = if self.head == 0 { 0 } else { m.updated_ms };
             m.head = last.cursor;
-            m.updated_ms = m.updated_ms.max(last.received_ms);
+            m.updated_ms = since.max(last.received_ms);
         }
         if batch.status.is_some() {
             m.status = batch.status.clone();
@@ -341,6 +344,13 @@ pub trait EventLog: Send + Sync + 'static {
         }
     }
 
+    /// Remove a session that was opened (by a read or a subscription) but
+    /// never appended to, if it was opened before `before_ms`: entirely, with
+    /// no tombstone, since none of its cursors was ever handed out. Checked
+    /// and removed atomically (on a shared store another node may have
+    /// appended meanwhile). True when it went.
+    async fn forget_idle(&self, session: &str, before_ms: u64) -> Result<bool, StoreError>;
+
     /// Live (not deleted) sessions with ids greater than `after`, by id.
     async fn list(
         &self,
@@ -348,7 +358,8 @@ pub trait EventLog: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Vec<(String, SessionMeta)>, StoreError>;
 
-    /// Up to `limit` live sessions whose last append is older than `before_ms`.
+    /// Up to `limit` live sessions whose last append (or, never appended to,
+    /// whose opening) is older than `before_ms`.
     async fn expired(&self, before_ms: u64, limit: usize) -> Result<Vec<String>, StoreError>;
 }
 
@@ -363,6 +374,12 @@ pub struct Retention {
     /// Events received longer ago than this are trimmed once a checkpoint
     /// covers them (`None`: no age limit).
     pub max_age_ms: Option<u64>,
+}
+
+/// A session [`EventLog::forget_idle`] removes: opened before `before_ms`,
+/// never appended to, not a tombstone.
+pub fn is_forgettable(meta: &SessionMeta, before_ms: u64) -> bool {
+    meta.head == 0 && !meta.deleted && meta.updated_ms < before_ms
 }
 
 /// The cursor up to which a session may be trimmed by count, given its meta

@@ -893,3 +893,63 @@ async fn sessions_are_listed_paged_and_deleted_with_a_tombstone() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Sessions listed by the admin listing.
+async fn listed(srv: &TestServer) -> Vec<String> {
+    let (status, all) = srv.get_json("/v1/sessions").await;
+    assert_eq!(status, 200, "{all}");
+    all["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The retention sweep of the running server (`max_age_secs`, every
+/// `sweep_secs`): a session idle that long is deleted (a tombstone: stale
+/// clients get `reset`); one that was only ever read goes too, and is not
+/// listed; one that is only read but watched stays, and its subscriber sees
+/// nothing happen.
+#[tokio::test]
+async fn the_sweep_deletes_idle_sessions_and_forgets_ones_only_read() {
+    let dir = tempdir("sweep");
+    let srv = TestServer::builder()
+        .embedded(dir.clone())
+        .config(|c| {
+            c.retention.max_age_secs = 1;
+            c.retention.sweep_secs = 1;
+        })
+        .start()
+        .await;
+    let (status, _) = srv.post("written", &text_tool_text()).await;
+    assert_eq!(status, 200);
+    let read = srv.snapshot("read-only").await;
+    assert_eq!(read["cursor"], 0);
+    let mut watched = srv.sse("watched", "", None).await;
+    assert_eq!(watched.next().await.unwrap().event, "snapshot");
+    // (The sweep may already have taken the others on a slow machine.)
+    assert!(listed(&srv).await.contains(&"watched".to_string()));
+
+    let deadline = std::time::Instant::now() + WAIT;
+    while listed(&srv).await != ["watched"] {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sweep did not run: {:?}",
+            listed(&srv).await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // The written session left a tombstone: a new epoch, cursors go on, and
+    // a client resuming inside the old log is reset.
+    let after = srv.snapshot("written").await;
+    assert_eq!(after["cursor"], 8);
+    assert_eq!(after["state"]["messages"], json!([]));
+    let mut stale = srv.sse("written", "", Some(3)).await;
+    assert_eq!(stale.next().await.unwrap().data["reason"], "cursor_expired");
+    // The watched one goes on as if nothing happened.
+    let (status, out) = srv.post("watched", &text_tool_text()).await;
+    assert_eq!((status, &out["cursor"]), (200, &json!(8)), "{out}");
+    assert_eq!(watched.next().await.unwrap().id, Some("1".to_string()));
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -274,6 +274,18 @@ impl EventLog for EmbeddedLog {
         self.submit(|reply| Job::Delete { session, reply }).await
     }
 
+    async fn forget_idle(&self, session: &str, before_ms: u64) -> Result<bool, StoreError> {
+        let session = session.to_string();
+        let meta = self
+            .submit(|reply| Job::Forget {
+                session,
+                before_ms,
+                reply,
+            })
+            .await?;
+        Ok(meta.deleted)
+    }
+
     async fn list(
         &self,
         after: Option<&str>,
@@ -314,7 +326,7 @@ impl EventLog for EmbeddedLog {
             for item in t.iter().map_err(|e| rerr(&path)(e.into()))? {
                 let (k, v) = item.map_err(|e| rerr(&path)(e.into()))?;
                 let meta = codec::decode_meta(k.value(), v.value())?;
-                if !meta.deleted && meta.head > 0 && meta.updated_ms < before_ms {
+                if !meta.deleted && meta.updated_ms < before_ms {
                     out.push(k.value().to_string());
                     if out.len() >= limit {
                         break;

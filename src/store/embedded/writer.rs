@@ -18,7 +18,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::codec::{self, checkpoint_cursor, event_header};
 use super::{CHECKPOINTS, EVENTS, IDS, META};
 use crate::store::{
-    age_trim_to, check_cursors, now_ms, trim_to, AppendBatch, Retention, SessionMeta, StoreError,
+    age_trim_to, check_cursors, is_forgettable, now_ms, trim_to, AppendBatch, Retention,
+    SessionMeta, StoreError,
 };
 
 /// Most jobs in one transaction.
@@ -41,14 +42,22 @@ pub(super) enum Job {
         session: String,
         reply: Reply,
     },
+    /// [`crate::store::EventLog::forget_idle`]: replies with the removed meta
+    /// marked `deleted` when the session went, else with a meta that is not.
+    Forget {
+        session: String,
+        before_ms: u64,
+        reply: Reply,
+    },
 }
 
 impl Job {
     fn reply(self, r: Result<SessionMeta, StoreError>) {
         let reply = match self {
-            Job::Open { reply, .. } | Job::Append { reply, .. } | Job::Delete { reply, .. } => {
-                reply
-            }
+            Job::Open { reply, .. }
+            | Job::Append { reply, .. }
+            | Job::Delete { reply, .. }
+            | Job::Forget { reply, .. } => reply,
         };
         let _ = reply.send(r);
     }
@@ -162,7 +171,8 @@ impl Writer {
         let (session, current) = match job {
             Job::Open { session, .. }
             | Job::Append { session, .. }
-            | Job::Delete { session, .. } => {
+            | Job::Delete { session, .. }
+            | Job::Forget { session, .. } => {
                 let raw = meta_t.get(session.as_str()).map_err(|e| io(&e))?;
                 let meta = match raw.map(|v| codec::decode_meta(session, v.value())) {
                     None => None,
@@ -188,6 +198,20 @@ impl Writer {
             Job::Delete { .. } => {
                 let meta = current.unwrap_or_else(SessionMeta::new_epoch);
                 self.delete(txn, session, &meta).map_err(|e| io(&e))?
+            }
+            Job::Forget { before_ms, .. } => {
+                return Ok(Ok(match current {
+                    // Never appended to: no events, ids or checkpoint exist.
+                    Some(m) if is_forgettable(&m, *before_ms) => {
+                        meta_t.remove(session).map_err(|e| io(&e))?;
+                        SessionMeta { deleted: true, ..m }
+                    }
+                    Some(m) => SessionMeta {
+                        deleted: false,
+                        ..m
+                    },
+                    None => SessionMeta::new_epoch(),
+                }));
             }
         };
         meta_t

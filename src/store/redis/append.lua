@@ -36,7 +36,9 @@ for i = 0, n - 1 do
   end
 end
 local prev_updated = tonumber(m[4] or '0')
+-- Until the first append, 'updated' is the opening time.
 local updated = prev_updated
+if head == 0 then updated = 0 end
 for i = 0, n - 1 do
   local k = base + i * 4
   local c = string.format('%d', head + 1 + i)

@@ -55,6 +55,7 @@ struct Scripts {
     tail: Script,
     open: Script,
     delete: Script,
+    forget: Script,
 }
 
 /// The shared event log in Redis.
@@ -134,6 +135,7 @@ impl RedisLog {
                 tail: Script::new(include_str!("tail.lua")),
                 open: Script::new(include_str!("open.lua")),
                 delete: Script::new(include_str!("delete.lua")),
+                forget: Script::new(include_str!("forget.lua")),
             },
             opts,
             listener,
@@ -203,6 +205,7 @@ impl RedisLog {
 impl EventLog for RedisLog {
     async fn open(&self, session: &str) -> Result<SessionMeta, StoreError> {
         let k = self.keys(session);
+        let now = super::now_ms();
         let v: Value = self
             .scripts
             .open
@@ -211,6 +214,7 @@ impl EventLog for RedisLog {
             .key(&k.ids)
             .key(&k.cp)
             .arg(SessionMeta::new_epoch().epoch)
+            .arg(now)
             .invoke_async(&mut self.conn().await?)
             .await
             .map_err(unavailable)?;
@@ -224,7 +228,7 @@ impl EventLog for RedisLog {
             .ok_or_else(|| corrupt(session, "open reply"))?;
         let meta = parse_meta(session, &fields)?;
         if created {
-            self.index(session, super::now_ms()).await?;
+            self.index(session, now).await?;
         }
         Ok(meta)
     }
@@ -317,7 +321,11 @@ impl EventLog for RedisLog {
             deleted: false,
         };
         let (previous, was_deleted) = (num(3), word(4) == "1");
-        if was_deleted || meta.updated_ms >= previous + ACTIVITY_GRAIN_MS {
+        // (A first append may date the session before its opening.)
+        if was_deleted
+            || meta.updated_ms < previous
+            || meta.updated_ms >= previous + ACTIVITY_GRAIN_MS
+        {
             // The indexes only steer listing and the age sweep; a failure
             // here must not fail an append that is already durable.
             if let Err(e) = self.index(session, meta.updated_ms).await {
@@ -393,6 +401,26 @@ impl EventLog for RedisLog {
         before_ms: u64,
     ) -> Result<Option<SessionMeta>, StoreError> {
         self.delete_where(session, before_ms.max(1)).await
+    }
+
+    async fn forget_idle(&self, session: &str, before_ms: u64) -> Result<bool, StoreError> {
+        let k = self.keys(session);
+        let gone: i64 = self
+            .scripts
+            .forget
+            .key(&k.meta)
+            .key(&k.log)
+            .key(&k.ids)
+            .key(&k.cp)
+            .key(&k.turn)
+            .arg(before_ms)
+            .invoke_async(&mut self.conn().await?)
+            .await
+            .map_err(unavailable)?;
+        if gone == 1 {
+            self.unindex(session).await;
+        }
+        Ok(gone == 1)
     }
 
     async fn list(
@@ -558,15 +586,26 @@ impl RedisLog {
             return Ok(None);
         }
         let meta = parse_meta(session, &fields)?;
+        self.unindex(session).await;
+        Ok(Some(meta))
+    }
+
+    /// Take a deleted or forgotten session out of the listing and activity
+    /// indexes. They only steer listing and the sweep (which trust the
+    /// meta), so a failure is logged, not returned.
+    async fn unindex(&self, session: &str) {
         let mut pipe = redis::pipe();
         pipe.zrem(self.index_key(), session)
             .ignore()
             .zrem(self.updated_key(), session)
             .ignore();
-        if let Err(e) = pipe.query_async::<()>(&mut self.conn().await?).await {
+        let done = match self.conn().await {
+            Ok(mut c) => pipe.query_async::<()>(&mut c).await.map_err(unavailable),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = done {
             tracing::warn!(error = %e, "session index not updated after deletion");
         }
-        Ok(Some(meta))
     }
 }
 
