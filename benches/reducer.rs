@@ -7,6 +7,11 @@ use agent_projector::projection::{Projection, ProjectionConfig};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use serde_json::json;
 
+/// The server's allocator, so that the figures are the server's.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn facts(n: usize, mixed: bool) -> Vec<Fact> {
     (0..n)
         .map(|k| {
