@@ -76,6 +76,9 @@ struct State {
     stale: bool,
     /// Another node appended to this session lately (see [`CONTENDED_FOR`]).
     contended_until: Option<Instant>,
+    /// The store forgot this never-written session (the retention sweep):
+    /// it is opened anew, with a new epoch, before any other use.
+    forgotten: bool,
 }
 
 impl Actor {
@@ -178,6 +181,7 @@ impl Actor {
             snapshot: None,
             stale: false,
             contended_until: None,
+            forgotten: false,
         }))
     }
 
@@ -469,6 +473,15 @@ impl Actor {
 
     /// Serve one command. Returns false when the actor must stop.
     async fn handle(&mut self, state: &mut State, cmd: Command) -> bool {
+        if state.forgotten && !matches!(cmd, Command::Expire { .. } | Command::EvictIfIdle) {
+            match self.hydrate().await {
+                Ok(fresh) => *state = fresh,
+                Err(e) => {
+                    fail(cmd, e);
+                    return true;
+                }
+            }
+        }
         if self.shared() {
             // Commands that read the projection see the shared log's head;
             // subscribers first follow the session, so nothing slips between.
@@ -617,10 +630,15 @@ impl Actor {
             Command::Expire { before_ms, reply } => {
                 let store = self.registry.ctx.store.clone();
                 // Opened by a read or a subscription, never written: while
-                // someone here watches it, it stays; else it goes whole, and
-                // this actor with it (its epoch is gone). Another node may
-                // have appended meanwhile: the store checks, and then it is
-                // a session like any other (below).
+                // someone here watches it, it stays; else it goes whole (and
+                // is opened anew if it is used again; commands already queued
+                // here are served that way). Another node may have appended
+                // meanwhile: the store checks, and then it is a session like
+                // any other (below).
+                if state.forgotten {
+                    let _ = reply.send(Ok(false));
+                    return true;
+                }
                 if state.meta.head == 0 && !state.meta.deleted {
                     if self.subscribers() > 0 {
                         let _ = reply.send(Ok(false));
@@ -629,8 +647,10 @@ impl Actor {
                     match store.forget_idle(&self.id, before_ms).await {
                         Ok(true) => {
                             debug!("forgot a session that was never written to");
+                            state.forgotten = true;
+                            state.snapshot = None;
                             let _ = reply.send(Ok(true));
-                            return false;
+                            return true;
                         }
                         Ok(false) => {}
                         Err(e) => {

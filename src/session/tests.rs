@@ -60,6 +60,9 @@ impl EventLog for Gate {
         self.inner.delete(s).await
     }
     async fn forget_idle(&self, s: &str, before_ms: u64) -> Result<bool, StoreError> {
+        if s == self.held_session && self.holding.load(Ordering::SeqCst) {
+            self.release.notified().await;
+        }
         self.inner.forget_idle(s, before_ms).await
     }
     async fn list(
@@ -314,6 +317,34 @@ async fn expiry_forgets_sessions_only_ever_read_unless_watched() {
             .unwrap()
             .deleted
     );
+}
+
+/// A request that reached the session while the sweep was forgetting it is
+/// served: the session is opened anew, nothing is refused.
+#[tokio::test(start_paused = true)]
+async fn a_request_queued_behind_forgetting_is_served() {
+    let g = gate("s");
+    let reg = registry(g.clone(), Duration::from_secs(600));
+    let (opened, _) = reg.snapshot("s").await.unwrap();
+    g.holding.store(true, Ordering::SeqCst);
+    let r = reg.clone();
+    let expire = tokio::spawn(async move { r.expire(u64::MAX).await });
+    // (Paused time: a sleep returns once every other task waits.)
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let r = reg.clone();
+    let ingest = tokio::spawn(async move { r.ingest("s", events("a", 2)).await });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(!ingest.is_finished(), "queued behind the forgetting");
+    g.holding.store(false, Ordering::SeqCst);
+    g.release.notify_one();
+    assert_eq!(expire.await.unwrap().unwrap(), 1, "forgotten");
+    let out = ingest.await.unwrap().unwrap();
+    assert_eq!((out.accepted, out.cursor), (2, 2));
+    let meta = reg.store().meta("s").await.unwrap().unwrap();
+    assert_eq!(meta.head, 2);
+    assert_ne!(meta.epoch, opened.epoch, "a new life");
+    let (snap, _) = reg.snapshot("s").await.unwrap();
+    assert_eq!(snap, meta);
 }
 
 #[tokio::test]
