@@ -60,16 +60,27 @@ impl<'a> Ctx<'a> {
     pub fn check_sequence(&mut self) {
         let Some(seq) = self.f.sequence else { return };
         let ids = &self.f.ids;
-        let key = format!(
-            "{}\u{1f}{}\u{1f}{}",
+        let parts = [
             ids.session_id.as_deref().unwrap_or(""),
             ids.thread_id.as_deref().unwrap_or(""),
             ids.run_id
                 .as_deref()
                 .or(ids.turn_id.as_deref())
-                .unwrap_or("")
-        );
-        match self.int.sequence.observe(&key, seq) {
+                .unwrap_or(""),
+        ];
+        // The stream's key, built in a reused buffer (this runs for every fact).
+        thread_local!(static KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) });
+        let outcome = KEY.with_borrow_mut(|key| {
+            key.clear();
+            for (i, p) in parts.iter().enumerate() {
+                if i > 0 {
+                    key.push('\u{1f}');
+                }
+                key.push_str(p);
+            }
+            self.int.sequence.observe(key, seq)
+        });
+        match outcome {
             SeqOutcome::First | SeqOutcome::Next | SeqOutcome::Filled => {}
             SeqOutcome::Gap { from, to } => {
                 let missing = if from == to {
