@@ -648,7 +648,6 @@ impl Actor {
                         Ok(true) => {
                             debug!("forgot a session that was never written to");
                             state.forgotten = true;
-                            state.snapshot = None;
                             let _ = reply.send(Ok(true));
                             return true;
                         }

@@ -164,8 +164,11 @@ pub enum Command {
     Delete {
         reply: oneshot::Sender<Result<SessionMeta, SessionError>>,
     },
-    /// Delete the session, as [`Command::Delete`] does, only if nothing was
-    /// appended since `before_ms` (the retention sweep); true if deleted.
+    /// The retention sweep: delete the session, as [`Command::Delete`]
+    /// does, only if nothing was appended since `before_ms`; a session
+    /// never written to and opened before then is forgotten whole instead
+    /// (see [`crate::store::EventLog::forget_idle`]) unless it has
+    /// subscribers here. True if the session went.
     Expire {
         before_ms: u64,
         reply: oneshot::Sender<Result<bool, SessionError>>,

@@ -276,8 +276,9 @@ impl Registry {
             .await
     }
 
-    /// Delete sessions whose last event is older than `before_ms` (the
-    /// retention sweep). Returns how many were deleted.
+    /// Delete sessions whose last event is older than `before_ms`, and
+    /// forget never-written ones opened before it (the retention sweep; see
+    /// [`crate::session::Command::Expire`]). Returns how many went.
     pub async fn expire(&self, before_ms: u64) -> Result<usize, SessionError> {
         let ids = self.store().expired(before_ms, 1000).await?;
         let mut deleted = 0;
