@@ -2,7 +2,7 @@
 # Every test of the project: Rust unit and integration tests, the Node suites
 # (AI SDK conformance with the real `ai` package; the viewer in headless
 # Chromium, which skips with a message where /usr/bin/chromium is missing),
-# then the curl smoke script against a freshly started server. This is the
+# the Python suites (third-party clients), then the curl smoke script against a freshly started server. This is the
 # README's test command and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +12,12 @@ cargo test --locked --all-targets
 # Node suites, against the binary cargo just built. Exact versions from the lockfile.
 (cd tests/node && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
 (cd tests/node && node --test --test-concurrency=1 --test-reporter=spec)
+
+# Python suites (third-party clients: `websockets`, schemathesis), in a
+# virtualenv of their own under target/py with the pinned requirements.
+[ -x target/py/bin/python ] || python3 -m venv target/py
+target/py/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+target/py/bin/python -m pytest -q -p no:cacheprovider tests/python
 
 # Smoke: start the real binary on a free port (memory store), wait for its
 # "listening" log line, run scripts/smoke.sh, stop it.
