@@ -1,4 +1,4 @@
-//! The 13 Lime conformance fixtures (`../shared/conformance/lime-fixtures.json`)
+//! The 13 Lime conformance fixtures (`tests/fixtures/conformance/lime-fixtures.json`, vendored with their origin)
 //! folded through the reducer: each fixture's `expected` is asserted by
 //! meaning. Where this project's stricter rules (PROTOCOL §2) give another
 //! runtime status than the reference, the test says why.
@@ -11,7 +11,7 @@ use crate::event::{Envelope, ScopeIds};
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/conformance/lime-fixtures.json"
+    "/tests/fixtures/conformance/lime-fixtures.json"
 );
 
 /// Test-only Lime envelope -> `Fact` (the real ingest lives in `event/`).

@@ -10,7 +10,7 @@ use crate::common::TestServer;
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../shared/conformance/lime-fixtures.json"
+    "/tests/fixtures/conformance/lime-fixtures.json"
 );
 
 /// Our honest runtime status where it differs from the reference's.
