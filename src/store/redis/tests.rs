@@ -10,8 +10,12 @@ use crate::store::SharedLog;
 pub(crate) fn test_url(test: &str) -> Option<String> {
     let url = std::env::var("PROJECTOR_TEST_REDIS_URL").ok();
     if url.is_none() {
-        eprintln!(
-            "skipping {test}: PROJECTOR_TEST_REDIS_URL is unset (set it to a Redis URL, \
+        // Straight to the process's stderr, past the test harness's
+        // capture, so that a skipped test shows as skipped.
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED {test}: PROJECTOR_TEST_REDIS_URL is unset (set it to a Redis URL, \
              e.g. redis://127.0.0.1:6379, to run the Redis tests)"
         );
     }

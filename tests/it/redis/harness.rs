@@ -24,8 +24,12 @@ pub fn redis_url(test: &str) -> Option<String> {
     match std::env::var(URL_ENV) {
         Ok(url) if !url.trim().is_empty() => Some(url.trim().to_string()),
         _ => {
-            println!(
-                "skipping {test}: {URL_ENV} is unset (set it to a Redis URL, e.g. \
+            // Straight to the process's stderr, past the test harness's
+            // capture, so that a skipped test shows as skipped.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED {test}: {URL_ENV} is unset (set it to a Redis URL, e.g. \
                  redis://127.0.0.1:6379, to run the Redis tests)"
             );
             None
