@@ -4,13 +4,18 @@
 
 FROM rust:1-bookworm AS build
 WORKDIR /src
-# Dependencies first, so that source edits do not rebuild them.
+# Dependencies first, so that source edits do not rebuild them. The manifest
+# names the benches, so their sources come with it (cargo refuses a manifest
+# whose targets are missing; they are not built).
 COPY Cargo.toml Cargo.lock ./
+COPY benches ./benches
 RUN mkdir -p src config && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
     && touch config/default.toml \
     && cargo build --release --locked \
     && rm -rf src
 COPY config ./config
+# The viewer page is compiled into the binary (include_str!).
+COPY assets ./assets
 COPY src ./src
 RUN touch src/main.rs src/lib.rs && cargo build --release --locked
 
