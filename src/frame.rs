@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 
 use crate::projection::ChunkOut;
 
-/// The frame types of PROTOCOL section 3.
+/// The frame types of docs/PROTOCOL.md section 4.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameKind {
     Snapshot,

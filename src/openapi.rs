@@ -11,7 +11,7 @@ use crate::session::{IngestOutcome, Warning};
 #[openapi(
     info(
         title = "agent-projector",
-        description = "Ingest AI agent runtime facts, project one read model per session, and stream it as Vercel AI SDK UIMessageChunk deltas over SSE and WebSocket with replay from any cursor. Wire contract: PROTOCOL.md; frame shapes: docs/FRAMES.md.",
+        description = "Ingest AI agent runtime facts, project one read model per session, and stream it as Vercel AI SDK UIMessageChunk deltas over SSE and WebSocket with replay from any cursor. Wire contract: docs/PROTOCOL.md; frame shapes: docs/FRAMES.md.",
         license(name = "Apache-2.0")
     ),
     paths(

@@ -1,5 +1,5 @@
 //! Normalisation of one wire event (Lime or Agent UI envelope) into a
-//! [`Fact`], with the validation codes of seed 002 / PROTOCOL section 1.
+//! [`Fact`], with the validation codes of seed 002 / docs/PROTOCOL.md section 1.
 //!
 //! The envelopes are read leniently: only the class (`type` or `eventClass`)
 //! is required, but every field that is present must have the right type.

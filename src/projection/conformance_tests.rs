@@ -1,6 +1,6 @@
 //! The 13 Lime conformance fixtures (`tests/fixtures/conformance/lime-fixtures.json`, vendored with their origin)
 //! folded through the reducer: each fixture's `expected` is asserted by
-//! meaning. Where this project's stricter rules (PROTOCOL §2) give another
+//! meaning. Where this project's stricter rules (docs/PROTOCOL.md §3) give another
 //! runtime status than the reference, the test says why.
 
 use serde_json::Value;

@@ -1,4 +1,4 @@
-//! Runtime `sequence` tracking per stream (PROTOCOL §1 `sequence_gap`): the
+//! Runtime `sequence` tracking per stream (docs/PROTOCOL.md §1 `sequence_gap`): the
 //! highest sequence seen, a bounded set of missing sequences, and whether a
 //! repeat or step back is outstanding. Facts are always applied in arrival
 //! order; this only decides findings and the `stale` flag.

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::message::Message;
 
-/// Runtime statuses a projection may show (PROTOCOL §2).
+/// Runtime statuses a projection may show (docs/PROTOCOL.md §3).
 pub const RUNTIME_STATUSES: &[&str] = &[
     "idle",
     "accepted",

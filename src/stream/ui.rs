@@ -1,4 +1,4 @@
-//! The AI SDK UI message stream of one message (PROTOCOL section 4):
+//! The AI SDK UI message stream of one message (docs/PROTOCOL.md section 5):
 //! `data: <UIMessageChunk>` lines, from `start` to `finish` and
 //! `data: [DONE]`. The message as it stands is replayed as the chunks that
 //! rebuild it; if it is still streaming, its live chunks follow (zero-copy
