@@ -14,64 +14,78 @@ pub enum Envelope {
     AgentUi,
 }
 
-/// The stable scope ids an event may carry. Every field is optional on the
-/// wire; validation decides which ones a class requires.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ScopeIds {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub runtime_id: Option<String>,
+/// Defines [`ScopeIds`] and its table [`ScopeIds::FIELDS`] from one list, so
+/// that the struct, the wire names and the keys of a derived id cannot drift.
+macro_rules! scope_ids {
+    ($( $(#[$doc:meta])* $field:ident = $wire:literal, stream_key: $key:literal; )*) => {
+        /// The stable scope ids an event may carry. Every field is optional on the
+        /// wire; validation decides which ones a class requires.
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        pub struct ScopeIds {
+            $(
+                $(#[$doc])*
+                #[serde(skip_serializing_if = "Option::is_none")]
+                pub $field: Option<String>,
+            )*
+        }
+
+        impl ScopeIds {
+            /// Every scope id, in wire order.
+            pub const FIELDS: &'static [ScopeIdField] = &[
+                $(
+                    ScopeIdField {
+                        wire: $wire,
+                        stream_key: $key,
+                        get: |ids| &ids.$field,
+                        get_mut: |ids| &mut ids.$field,
+                    },
+                )*
+            ];
+        }
+    };
+}
+
+/// One row of [`ScopeIds::FIELDS`].
+pub struct ScopeIdField {
+    /// The top-level key on the wire (`toolCallId`).
+    pub wire: &'static str,
+    /// Whether the id names the runtime stream an event belongs to, and so
+    /// keys the derived idempotency key of an event sent without `id`
+    /// together with its `sequence`.
+    pub stream_key: bool,
+    pub get: fn(&ScopeIds) -> &Option<String>,
+    pub get_mut: fn(&mut ScopeIds) -> &mut Option<String>,
+}
+
+scope_ids! {
+    runtime_id = "runtimeId", stream_key: true;
     /// Session id as sent inside the event (may name a child session).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub thread_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub turn_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub step_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub part_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent_task_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub agent_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub subagent_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub worker_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent_session_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent_thread_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub action_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub artifact_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub evidence_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub handoff_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub review_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub channel_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub diagnostic_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub trace_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub span_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub attempt_id: Option<String>,
+    session_id = "sessionId", stream_key: true;
+    thread_id = "threadId", stream_key: true;
+    run_id = "runId", stream_key: true;
+    turn_id = "turnId", stream_key: true;
+    step_id = "stepId", stream_key: false;
+    message_id = "messageId", stream_key: false;
+    part_id = "partId", stream_key: false;
+    task_id = "taskId", stream_key: true;
+    parent_task_id = "parentTaskId", stream_key: false;
+    agent_id = "agentId", stream_key: true;
+    subagent_id = "subagentId", stream_key: true;
+    worker_id = "workerId", stream_key: false;
+    parent_session_id = "parentSessionId", stream_key: false;
+    parent_thread_id = "parentThreadId", stream_key: false;
+    tool_call_id = "toolCallId", stream_key: false;
+    action_id = "actionId", stream_key: false;
+    artifact_id = "artifactId", stream_key: false;
+    evidence_id = "evidenceId", stream_key: false;
+    handoff_id = "handoffId", stream_key: false;
+    review_id = "reviewId", stream_key: false;
+    channel_id = "channelId", stream_key: false;
+    diagnostic_id = "diagnosticId", stream_key: false;
+    trace_id = "traceId", stream_key: false;
+    span_id = "spanId", stream_key: false;
+    attempt_id = "attemptId", stream_key: false;
 }
 
 /// Portable taxonomy of the Agent UI envelope (seed 004). Lime events may

@@ -113,35 +113,7 @@ pub struct Normalized {
     pub warnings: Vec<Issue>,
 }
 
-const STRING_IDS: &[&str] = &[
-    "runtimeId",
-    "sessionId",
-    "threadId",
-    "runId",
-    "turnId",
-    "stepId",
-    "messageId",
-    "partId",
-    "taskId",
-    "parentTaskId",
-    "agentId",
-    "subagentId",
-    "workerId",
-    "parentSessionId",
-    "parentThreadId",
-    "toolCallId",
-    "actionId",
-    "artifactId",
-    "evidenceId",
-    "handoffId",
-    "reviewId",
-    "channelId",
-    "diagnosticId",
-    "traceId",
-    "spanId",
-    "attemptId",
-];
-
+/// Top-level string fields besides the scope ids.
 const STRING_FIELDS: &[&str] = &[
     "kind",
     "status",
@@ -163,11 +135,22 @@ const STRING_FIELDS: &[&str] = &[
     "rawEventRef",
 ];
 
+/// Top-level lists of ref strings.
 const REF_LISTS: &[&str] = &["refIds", "artifactRefs", "evidenceRefs"];
 
+/// The other top-level fields both envelopes define.
 const OTHER_KNOWN: &[&str] = &["id", "type", "eventClass", "sequence", "payload", "refs"];
 
-/// Normalise one event. `index` is only used for messages.
+/// Whether `key` is a field of either envelope (not an extension field).
+fn is_envelope_field(key: &str) -> bool {
+    ScopeIds::FIELDS.iter().any(|f| f.wire == key)
+        || STRING_FIELDS.contains(&key)
+        || REF_LISTS.contains(&key)
+        || OTHER_KNOWN.contains(&key)
+}
+
+/// Normalise one event: check its shape, redact it, read its fields, name its
+/// class, check its payload size and scope ids, then fill what can be derived.
 pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> {
     if let Some(issue) = check_shape(&raw, &mut String::new(), 0, limits) {
         return Err(vec![issue]);
@@ -179,317 +162,64 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
             "an event must be a JSON object",
         )]);
     };
-    let mut errors = Vec::new();
-    let mut warnings = Vec::new();
+    let mut warnings = redact_secrets(&mut obj);
+    warnings.extend(drop_unsafe_refs(&mut obj));
 
-    // Redact before anything else reads the values.
-    let mut redacted_paths = Vec::new();
-    for key in ["payload", "refs"] {
-        if let Some(v) = obj.get_mut(key) {
-            redacted_paths.extend(redact::redact(v, &format!("/{key}")));
-        }
-    }
-    for (k, v) in obj.iter_mut() {
-        if STRING_IDS.contains(&k.as_str())
-            || STRING_FIELDS.contains(&k.as_str())
-            || REF_LISTS.contains(&k.as_str())
-            || OTHER_KNOWN.contains(&k.as_str())
-        {
-            continue;
-        }
-        if redact::is_secret_key(k) && !v.is_null() {
-            *v = Value::String(redact::REDACTED.into());
-            redacted_paths.push(format!("/{k}"));
-        } else {
-            redacted_paths.extend(redact::redact(v, &format!("/{k}")));
-        }
-    }
-    for p in redacted_paths {
-        warnings.push(Issue::new(
-            code::SECRET_LEAK_RISK,
-            p,
-            "credential-like key; its value was redacted before storage",
-        ));
-    }
-    // Refs that are local absolute paths or URLs carrying credentials are dropped.
-    let mut dropped = Vec::new();
-    if let Some(v) = obj.get_mut("payload") {
-        dropped.extend(redact::drop_unsafe_refs(v, "/payload", false));
-    }
-    for key in ["refs", "refIds", "artifactRefs", "evidenceRefs"] {
-        if let Some(v) = obj.get_mut(key) {
-            dropped.extend(redact::drop_unsafe_refs(v, &format!("/{key}"), true));
-        }
-    }
-    if let Some(Value::String(r)) = obj.get("rawEventRef") {
-        if redact::unsafe_ref(r).is_some() {
-            obj.remove("rawEventRef");
-            dropped.push("/rawEventRef".to_string());
-        }
-    }
-    for p in dropped {
-        warnings.push(Issue::new(
-            code::SECRET_LEAK_RISK,
-            p,
-            "a local absolute path or a URL with credentials; the ref was dropped before storage",
-        ));
-    }
-
-    let take_str =
-        |obj: &mut Map<String, Value>, key: &str, errors: &mut Vec<Issue>| match obj.remove(key) {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s),
-            Some(other) => {
-                errors.push(Issue::new(
-                    code::SCHEMA_MISMATCH,
-                    format!("/{key}"),
-                    format!("`{key}` must be a string, got {}", type_name(&other)),
-                ));
-                None
-            }
-        };
-
-    // Class and envelope.
-    let ty = take_str(&mut obj, "type", &mut errors);
-    let event_class = take_str(&mut obj, "eventClass", &mut errors);
-    let (envelope, source_class) = match (&ty, &event_class) {
-        (Some(t), Some(c)) => {
-            if classes::canonical(t) != classes::canonical(c) {
-                errors.push(Issue::new(
-                    code::SCHEMA_MISMATCH,
-                    "/type",
-                    format!("`type` ({t}) and `eventClass` ({c}) name different classes"),
-                ));
-            }
-            (Envelope::AgentUi, t.clone())
-        }
-        (Some(t), None) => (Envelope::AgentUi, t.clone()),
-        (None, Some(c)) => (Envelope::Lime, c.clone()),
-        (None, None) => (Envelope::Lime, String::new()),
+    let mut r = Reader {
+        obj,
+        errors: Vec::new(),
     };
-
-    let id = match obj.remove("id") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if !s.is_empty() => Some(s),
-        Some(Value::String(_)) => {
-            errors.push(Issue::new(
-                code::SCHEMA_MISMATCH,
-                "/id",
-                "`id` must not be empty",
-            ));
-            None
-        }
-        Some(other) => {
-            errors.push(Issue::new(
-                code::SCHEMA_MISMATCH,
-                "/id",
-                format!("`id` must be a string, got {}", type_name(&other)),
-            ));
-            None
-        }
-    };
-
+    let (envelope, class_name) = r.envelope();
+    let id = r.id();
     let mut ids = ScopeIds::default();
-    {
+    for field in ScopeIds::FIELDS {
         // An empty id is no id: `missing_scope_id` applies as if it were absent.
-        let mut s = |key: &str| take_str(&mut obj, key, &mut errors).filter(|v| !v.is_empty());
-        ids.runtime_id = s("runtimeId");
-        ids.session_id = s("sessionId");
-        ids.thread_id = s("threadId");
-        ids.run_id = s("runId");
-        ids.turn_id = s("turnId");
-        ids.step_id = s("stepId");
-        ids.message_id = s("messageId");
-        ids.part_id = s("partId");
-        ids.task_id = s("taskId");
-        ids.parent_task_id = s("parentTaskId");
-        ids.agent_id = s("agentId");
-        ids.subagent_id = s("subagentId");
-        ids.worker_id = s("workerId");
-        ids.parent_session_id = s("parentSessionId");
-        ids.parent_thread_id = s("parentThreadId");
-        ids.tool_call_id = s("toolCallId");
-        ids.action_id = s("actionId");
-        ids.artifact_id = s("artifactId");
-        ids.evidence_id = s("evidenceId");
-        ids.handoff_id = s("handoffId");
-        ids.review_id = s("reviewId");
-        ids.channel_id = s("channelId");
-        ids.diagnostic_id = s("diagnosticId");
-        ids.trace_id = s("traceId");
-        ids.span_id = s("spanId");
-        ids.attempt_id = s("attemptId");
+        *(field.get_mut)(&mut ids) = r.string(field.wire).filter(|v| !v.is_empty());
     }
-    let mut s = |key: &str| take_str(&mut obj, key, &mut errors);
-    let kind = s("kind");
-    let status = s("status");
-    let title = s("title");
-    let detail = s("detail");
-    let created_at = s("createdAt");
-    let timestamp = s("timestamp");
-    let completed_at = s("completedAt");
-    let schema_version = s("schemaVersion");
-    let source_type = s("sourceType");
-    let model = s("model");
+    let kind = r.string("kind");
+    let status = r.string("status");
+    let title = r.string("title");
+    let detail = r.string("detail");
+    let created_at = r.string("createdAt");
+    let timestamp = r.string("timestamp");
+    let completed_at = r.string("completedAt");
+    let schema_version = r.string("schemaVersion");
+    let source_type = r.string("sourceType");
+    let model = r.string("model");
     let taxonomy = Taxonomy {
-        owner: s("owner"),
-        scope: s("scope"),
-        phase: s("phase"),
-        surface: s("surface"),
-        persistence: s("persistence"),
-        control: s("control"),
-        topology: s("topology"),
+        owner: r.string("owner"),
+        scope: r.string("scope"),
+        phase: r.string("phase"),
+        surface: r.string("surface"),
+        persistence: r.string("persistence"),
+        control: r.string("control"),
+        topology: r.string("topology"),
     };
-    let raw_event_ref = s("rawEventRef");
+    let raw_event_ref = r.string("rawEventRef");
+    let sequence = r.sequence();
+    let payload = r.payload();
+    let ref_ids = r.ref_list("refIds");
+    let artifact_refs = r.ref_list("artifactRefs");
+    let evidence_refs = r.ref_list("evidenceRefs");
+    let refs = r.refs();
+    let Reader {
+        obj: extra,
+        mut errors,
+    } = r;
 
-    let sequence = match obj.remove("sequence") {
-        None | Some(Value::Null) => None,
-        Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
-        Some(other) => {
-            errors.push(Issue::new(
-                code::SCHEMA_MISMATCH,
-                "/sequence",
-                format!(
-                    "`sequence` must be a non-negative integer, got {}",
-                    short(&other)
-                ),
-            ));
-            None
-        }
-    };
-
-    let payload = match obj.remove("payload") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(m)) => m,
-        Some(other) => {
-            errors.push(Issue::new(
-                code::SCHEMA_MISMATCH,
-                "/payload",
-                format!("`payload` must be an object, got {}", type_name(&other)),
-            ));
-            Map::new()
-        }
-    };
-
-    let mut ref_list = |key: &str, errors: &mut Vec<Issue>| -> Vec<String> {
-        match obj.remove(key) {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => {
-                let mut out = Vec::with_capacity(items.len());
-                for (i, it) in items.into_iter().enumerate() {
-                    match it {
-                        Value::String(s) => out.push(s),
-                        other => errors.push(Issue::new(
-                            code::SCHEMA_MISMATCH,
-                            format!("/{key}/{i}"),
-                            format!("`{key}` items must be strings, got {}", type_name(&other)),
-                        )),
-                    }
-                }
-                out
-            }
-            Some(other) => {
-                errors.push(Issue::new(
-                    code::SCHEMA_MISMATCH,
-                    format!("/{key}"),
-                    format!(
-                        "`{key}` must be an array of strings, got {}",
-                        type_name(&other)
-                    ),
-                ));
-                Vec::new()
-            }
-        }
-    };
-    let ref_ids = ref_list("refIds", &mut errors);
-    let artifact_refs = ref_list("artifactRefs", &mut errors);
-    let evidence_refs = ref_list("evidenceRefs", &mut errors);
-
-    let refs = match obj.remove("refs") {
-        None | Some(Value::Null) => None,
-        Some(v @ (Value::Object(_) | Value::Array(_))) => Some(v),
-        Some(other) => {
-            errors.push(Issue::new(
-                code::SCHEMA_MISMATCH,
-                "/refs",
-                format!(
-                    "`refs` must be an object or an array, got {}",
-                    type_name(&other)
-                ),
-            ));
-            None
-        }
-    };
-
-    // Class checks.
-    let class_path = if envelope == Envelope::AgentUi {
-        "/type"
-    } else {
-        "/eventClass"
-    };
-    let source_class = if source_class.is_empty() {
-        match &kind {
-            // A Lime event may omit `eventClass`; its `kind` then stands as an
-            // (unknown) class, kept honestly.
-            Some(k) if !k.is_empty() => k.clone(),
-            _ => {
-                errors.push(Issue::new(
-                    code::SCHEMA_MISMATCH,
-                    "/type",
-                    "an event needs a class: `type` (Agent UI) or `eventClass` (Lime)",
-                ));
-                String::new()
-            }
-        }
-    } else {
-        source_class
-    };
-    if classes::is_retired(&source_class) {
-        errors.push(Issue::new(
-            code::SCHEMA_MISMATCH,
-            class_path,
-            format!(
-                "`{source_class}` is a retired end-of-turn name; use turn.completed, turn.failed or turn.canceled"
-            ),
-        ));
-    }
-    if let Some(v) = &schema_version {
-        if !v.starts_with("lime-runtime-event/") && !v.starts_with("agent-ui/") {
-            errors.push(Issue::new(
-                code::SCHEMA_MISMATCH,
-                "/schemaVersion",
-                format!("unsupported schemaVersion `{v}`"),
-            ));
-        }
-    }
-    let class = classes::canonical(&source_class).to_string();
-
-    // Payload size.
-    let payload_len = serde_json::to_vec(&payload).map(|v| v.len()).unwrap_or(0);
-    if payload_len > limits.hard_payload_bytes {
-        errors.push(Issue::new(
-            code::LARGE_PAYLOAD_INLINE,
-            "/payload",
-            format!(
-                "payload is {payload_len} bytes, over the hard limit of {} bytes; send large bodies as refs",
-                limits.hard_payload_bytes
-            ),
-        ));
-    } else if payload_len > limits.inline_payload_bytes {
-        warnings.push(Issue::new(
-            code::LARGE_PAYLOAD_INLINE,
-            "/payload",
-            format!(
-                "payload is {payload_len} bytes, over the inline limit of {} bytes; prefer refs",
-                limits.inline_payload_bytes
-            ),
-        ));
-    }
+    let source_class = class_of(
+        envelope,
+        class_name,
+        kind.as_deref(),
+        schema_version.as_deref(),
+        &mut errors,
+    );
+    check_payload_size(&payload, limits, &mut errors, &mut warnings);
 
     let mut fact = Fact {
         id: String::new(),
         derived_id: false,
-        class,
+        class: classes::canonical(&source_class).to_string(),
         source_class,
         envelope,
         kind,
@@ -510,16 +240,311 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
         evidence_refs,
         refs,
         raw_event_ref,
-        extra: obj,
+        extra,
     };
-
     if errors.is_empty() {
         errors.extend(missing_scope_ids(&fact));
     }
     if !errors.is_empty() {
         return Err(errors);
     }
+    derive_missing(&mut fact, id);
+    Ok(Normalized { fact, warnings })
+}
 
+/// Redacts credential-like values (in `payload`, `refs` and extension
+/// fields) before anything else reads them; one warning per value.
+fn redact_secrets(obj: &mut Map<String, Value>) -> Vec<Issue> {
+    let mut paths = Vec::new();
+    for key in ["payload", "refs"] {
+        if let Some(v) = obj.get_mut(key) {
+            paths.extend(redact::redact(v, &format!("/{key}")));
+        }
+    }
+    for (k, v) in obj.iter_mut() {
+        if is_envelope_field(k) {
+            continue;
+        }
+        if redact::is_secret_key(k) && !v.is_null() {
+            *v = Value::String(redact::REDACTED.into());
+            paths.push(format!("/{k}"));
+        } else {
+            paths.extend(redact::redact(v, &format!("/{k}")));
+        }
+    }
+    paths
+        .into_iter()
+        .map(|p| {
+            Issue::new(
+                code::SECRET_LEAK_RISK,
+                p,
+                "credential-like key; its value was redacted before storage",
+            )
+        })
+        .collect()
+}
+
+/// Drops refs that are local absolute paths or URLs carrying credentials;
+/// one warning per ref.
+fn drop_unsafe_refs(obj: &mut Map<String, Value>) -> Vec<Issue> {
+    let mut dropped = Vec::new();
+    if let Some(v) = obj.get_mut("payload") {
+        dropped.extend(redact::drop_unsafe_refs(v, "/payload", false));
+    }
+    for key in ["refs", "refIds", "artifactRefs", "evidenceRefs"] {
+        if let Some(v) = obj.get_mut(key) {
+            dropped.extend(redact::drop_unsafe_refs(v, &format!("/{key}"), true));
+        }
+    }
+    if let Some(Value::String(r)) = obj.get("rawEventRef") {
+        if redact::unsafe_ref(r).is_some() {
+            obj.remove("rawEventRef");
+            dropped.push("/rawEventRef".to_string());
+        }
+    }
+    dropped
+        .into_iter()
+        .map(|p| {
+            Issue::new(
+                code::SECRET_LEAK_RISK,
+                p,
+                "a local absolute path or a URL with credentials; the ref was dropped before storage",
+            )
+        })
+        .collect()
+}
+
+/// Takes the envelope's fields out of the event one by one, recording a
+/// `schema_mismatch` for each of the wrong type; what is left are the
+/// extension fields.
+struct Reader {
+    obj: Map<String, Value>,
+    errors: Vec<Issue>,
+}
+
+impl Reader {
+    fn mismatch(&mut self, path: String, message: String) {
+        self.errors
+            .push(Issue::new(code::SCHEMA_MISMATCH, path, message));
+    }
+
+    /// A string field; null counts as absent.
+    fn string(&mut self, key: &str) -> Option<String> {
+        match self.obj.remove(key) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s),
+            Some(other) => {
+                self.mismatch(
+                    format!("/{key}"),
+                    format!("`{key}` must be a string, got {}", type_name(&other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// The envelope and the class as sent: `type` (Agent UI) wins over
+    /// `eventClass` (Lime); both present must name the same class.
+    fn envelope(&mut self) -> (Envelope, String) {
+        let ty = self.string("type");
+        let event_class = self.string("eventClass");
+        match (ty, event_class) {
+            (Some(t), Some(c)) => {
+                if classes::canonical(&t) != classes::canonical(&c) {
+                    self.mismatch(
+                        "/type".into(),
+                        format!("`type` ({t}) and `eventClass` ({c}) name different classes"),
+                    );
+                }
+                (Envelope::AgentUi, t)
+            }
+            (Some(t), None) => (Envelope::AgentUi, t),
+            (None, Some(c)) => (Envelope::Lime, c),
+            (None, None) => (Envelope::Lime, String::new()),
+        }
+    }
+
+    /// The event `id`: a non-empty string, or absent.
+    fn id(&mut self) -> Option<String> {
+        match self.obj.remove("id") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if !s.is_empty() => Some(s),
+            Some(Value::String(_)) => {
+                self.mismatch("/id".into(), "`id` must not be empty".into());
+                None
+            }
+            Some(other) => {
+                self.mismatch(
+                    "/id".into(),
+                    format!("`id` must be a string, got {}", type_name(&other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// The runtime `sequence`: a non-negative integer.
+    fn sequence(&mut self) -> Option<u64> {
+        match self.obj.remove("sequence") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
+            Some(other) => {
+                self.mismatch(
+                    "/sequence".into(),
+                    format!(
+                        "`sequence` must be a non-negative integer, got {}",
+                        short(&other)
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// The `payload` object (empty when absent).
+    fn payload(&mut self) -> Map<String, Value> {
+        match self.obj.remove("payload") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m,
+            Some(other) => {
+                self.mismatch(
+                    "/payload".into(),
+                    format!("`payload` must be an object, got {}", type_name(&other)),
+                );
+                Map::new()
+            }
+        }
+    }
+
+    /// A list of ref strings (empty when absent).
+    fn ref_list(&mut self, key: &str) -> Vec<String> {
+        match self.obj.remove(key) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (i, it) in items.into_iter().enumerate() {
+                    match it {
+                        Value::String(s) => out.push(s),
+                        other => self.mismatch(
+                            format!("/{key}/{i}"),
+                            format!("`{key}` items must be strings, got {}", type_name(&other)),
+                        ),
+                    }
+                }
+                out
+            }
+            Some(other) => {
+                self.mismatch(
+                    format!("/{key}"),
+                    format!(
+                        "`{key}` must be an array of strings, got {}",
+                        type_name(&other)
+                    ),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    /// The Agent UI `refs`: an object or an array.
+    fn refs(&mut self) -> Option<Value> {
+        match self.obj.remove("refs") {
+            None | Some(Value::Null) => None,
+            Some(v @ (Value::Object(_) | Value::Array(_))) => Some(v),
+            Some(other) => {
+                self.mismatch(
+                    "/refs".into(),
+                    format!(
+                        "`refs` must be an object or an array, got {}",
+                        type_name(&other)
+                    ),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// The class as sent, checked: a Lime event without `eventClass` stands on
+/// its `kind` (an unknown class, kept honestly); retired end-of-turn names
+/// and unsupported schema versions are refused.
+fn class_of(
+    envelope: Envelope,
+    sent: String,
+    kind: Option<&str>,
+    schema_version: Option<&str>,
+    errors: &mut Vec<Issue>,
+) -> String {
+    let class_path = match envelope {
+        Envelope::AgentUi => "/type",
+        Envelope::Lime => "/eventClass",
+    };
+    let class = if !sent.is_empty() {
+        sent
+    } else if let Some(k) = kind.filter(|k| !k.is_empty()) {
+        k.to_string()
+    } else {
+        errors.push(Issue::new(
+            code::SCHEMA_MISMATCH,
+            "/type",
+            "an event needs a class: `type` (Agent UI) or `eventClass` (Lime)",
+        ));
+        String::new()
+    };
+    if classes::is_retired(&class) {
+        errors.push(Issue::new(
+            code::SCHEMA_MISMATCH,
+            class_path,
+            format!(
+                "`{class}` is a retired end-of-turn name; use turn.completed, turn.failed or turn.canceled"
+            ),
+        ));
+    }
+    if let Some(v) = schema_version {
+        if !v.starts_with("lime-runtime-event/") && !v.starts_with("agent-ui/") {
+            errors.push(Issue::new(
+                code::SCHEMA_MISMATCH,
+                "/schemaVersion",
+                format!("unsupported schemaVersion `{v}`"),
+            ));
+        }
+    }
+    class
+}
+
+/// `large_payload_inline`: a warning over the inline limit, an error over
+/// the hard one.
+fn check_payload_size(
+    payload: &Map<String, Value>,
+    limits: &Limits,
+    errors: &mut Vec<Issue>,
+    warnings: &mut Vec<Issue>,
+) {
+    let len = serde_json::to_vec(payload).map(|v| v.len()).unwrap_or(0);
+    if len > limits.hard_payload_bytes {
+        errors.push(Issue::new(
+            code::LARGE_PAYLOAD_INLINE,
+            "/payload",
+            format!(
+                "payload is {len} bytes, over the hard limit of {} bytes; send large bodies as refs",
+                limits.hard_payload_bytes
+            ),
+        ));
+    } else if len > limits.inline_payload_bytes {
+        warnings.push(Issue::new(
+            code::LARGE_PAYLOAD_INLINE,
+            "/payload",
+            format!(
+                "payload is {len} bytes, over the inline limit of {} bytes; prefer refs",
+                limits.inline_payload_bytes
+            ),
+        ));
+    }
+}
+
+/// Fills what an accepted event left out: `kind` from the class prefix,
+/// `status` from its suffix, and the idempotency key when no `id` was sent.
+fn derive_missing(fact: &mut Fact, id: Option<String>) {
     if fact.kind.is_none() {
         fact.kind = fact.class.split('.').next().map(str::to_string);
     }
@@ -529,11 +554,10 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
     match id {
         Some(id) => fact.id = id,
         None => {
-            fact.id = derive_id(&fact);
+            fact.id = derive_id(fact);
             fact.derived_id = true;
         }
     }
-    Ok(Normalized { fact, warnings })
 }
 
 fn payload_has(fact: &Fact, key: &str) -> bool {
@@ -625,17 +649,8 @@ pub fn derive_id(f: &Fact) -> String {
     let mut h = Sha256::new();
     match f.sequence {
         Some(seq) => {
-            let i = &f.ids;
-            for part in [
-                &i.runtime_id,
-                &i.session_id,
-                &i.thread_id,
-                &i.run_id,
-                &i.turn_id,
-                &i.task_id,
-                &i.agent_id,
-                &i.subagent_id,
-            ] {
+            for field in ScopeIds::FIELDS.iter().filter(|f| f.stream_key) {
+                let part = (field.get)(&f.ids);
                 h.update(part.as_deref().unwrap_or("").as_bytes());
                 h.update([0u8]);
             }
@@ -714,6 +729,21 @@ mod tests {
 
     fn err(v: Value) -> Vec<Issue> {
         normalize(v, &Limits::default()).expect_err("invalid")
+    }
+
+    /// Derived idempotency keys are stored in logs: they must not change
+    /// between versions (the stream keys and their order are part of it).
+    #[test]
+    fn derived_ids_are_stable_across_versions() {
+        let f = ok(json!({
+            "type": "text.delta", "sequence": 7, "runtimeId": "rt", "threadId": "th",
+            "turnId": "tu", "taskId": "ta", "agentId": "ag", "subagentId": "su",
+            "toolCallId": "not-a-stream-key", "messageId": "m1", "payload": {"delta": "x"}
+        }))
+        .fact;
+        assert_eq!(f.id, "seq-065a565c141433e600d828f9");
+        let g = ok(json!({"type": "text.delta", "runId": "r", "payload": {"delta": "x"}})).fact;
+        assert_eq!(g.id, "sha-e32f63bd37b25c31bbe2aace");
     }
 
     #[test]
