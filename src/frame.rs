@@ -46,7 +46,8 @@ pub struct Frame {
     pub cursor: Option<u64>,
     /// The JSON object, one line (a slice of `sse`).
     pub json: Bytes,
-    /// `id: <cursor>\nevent: <type>\ndata: <json>\n\n`.
+    /// `id: <epoch>:<cursor>\nevent: <type>\ndata: <json>\n\n` (no `id`
+    /// line for `reset`).
     pub sse: Bytes,
     /// Chunk positions in `json`; `None` when the frame was read back from
     /// the store (see [`Frame::message_chunks`]).
@@ -56,9 +57,14 @@ pub struct Frame {
 /// A shared frame.
 pub type SharedFrame = Arc<Frame>;
 
-fn sse_head(buf: &mut Vec<u8>, kind: FrameKind, cursor: Option<u64>) {
+/// The SSE lines before the JSON. The id is `<epoch>:<cursor>`, so that the
+/// `Last-Event-ID` a plain EventSource sends back names the log it read
+/// (see `http::streams::start`).
+fn sse_head(buf: &mut Vec<u8>, kind: FrameKind, epoch: &str, cursor: Option<u64>) {
     if let Some(c) = cursor {
         buf.extend_from_slice(b"id: ");
+        buf.extend_from_slice(epoch.as_bytes());
+        buf.push(b':');
         buf.extend_from_slice(c.to_string().as_bytes());
         buf.push(b'\n');
     }
@@ -87,10 +93,11 @@ fn finish(
 }
 
 impl Frame {
-    /// Wrap already-encoded JSON (e.g. read back from the store).
-    pub fn from_json(kind: FrameKind, cursor: Option<u64>, json: &[u8]) -> Frame {
-        let mut buf = Vec::with_capacity(json.len() + 40);
-        sse_head(&mut buf, kind, cursor);
+    /// Wrap already-encoded JSON (e.g. read back from the store) of the log
+    /// of `epoch`.
+    pub fn from_json(kind: FrameKind, epoch: &str, cursor: Option<u64>, json: &[u8]) -> Frame {
+        let mut buf = Vec::with_capacity(json.len() + 60);
+        sse_head(&mut buf, kind, epoch, cursor);
         let start = buf.len();
         buf.extend_from_slice(json);
         let end = buf.len();
@@ -100,8 +107,8 @@ impl Frame {
     /// A delta frame read back from the store that goes to live
     /// subscribers (another node encoded it): its chunk positions are found
     /// once here, so that AI SDK streams slice it like a frame encoded here.
-    pub fn stored_delta(cursor: u64, json: &[u8]) -> Frame {
-        let mut f = Frame::from_json(FrameKind::Delta, Some(cursor), json);
+    pub fn stored_delta(epoch: &str, cursor: u64, json: &[u8]) -> Frame {
+        let mut f = Frame::from_json(FrameKind::Delta, epoch, Some(cursor), json);
         f.spans = chunk_spans(&f.json);
         f
     }
@@ -157,10 +164,17 @@ fn chunk_spans(json: &[u8]) -> Option<Vec<ChunkSpan>> {
         .collect()
 }
 
-/// Encode a `delta` frame: one buffer, chunk spans recorded on the way.
-pub fn delta(cursor: u64, event_id: &str, event_class: &str, chunks: &[ChunkOut]) -> Frame {
+/// Encode a `delta` frame of the log of `epoch`: one buffer, chunk spans
+/// recorded on the way.
+pub fn delta(
+    epoch: &str,
+    cursor: u64,
+    event_id: &str,
+    event_class: &str,
+    chunks: &[ChunkOut],
+) -> Frame {
     let mut buf = Vec::with_capacity(128 + chunks.len() * 96);
-    sse_head(&mut buf, FrameKind::Delta, Some(cursor));
+    sse_head(&mut buf, FrameKind::Delta, epoch, Some(cursor));
     let start = buf.len();
     let put = |buf: &mut Vec<u8>, v: &dyn erased::Json| v.write(buf);
     buf.extend_from_slice(b"{\"type\":\"delta\",\"cursor\":");
@@ -215,7 +229,7 @@ pub fn snapshot(cursor: u64, epoch: &str, state: &serde_json::Value) -> Frame {
         state: &'a serde_json::Value,
     }
     let mut buf = Vec::with_capacity(1024);
-    sse_head(&mut buf, FrameKind::Snapshot, Some(cursor));
+    sse_head(&mut buf, FrameKind::Snapshot, epoch, Some(cursor));
     let start = buf.len();
     serde_json::to_writer(
         &mut buf,
@@ -234,7 +248,7 @@ pub fn snapshot(cursor: u64, epoch: &str, state: &serde_json::Value) -> Frame {
 /// A `reset` frame; a `snapshot` always follows it.
 pub fn reset(reason: &str) -> Frame {
     let json = serde_json::json!({"type": "reset", "reason": reason}).to_string();
-    Frame::from_json(FrameKind::Reset, None, json.as_bytes())
+    Frame::from_json(FrameKind::Reset, "", None, json.as_bytes())
 }
 
 #[cfg(test)]
@@ -244,13 +258,13 @@ mod tests {
 
     #[test]
     fn sse_form_and_json_agree() {
-        let f = delta(7, "e7", "text.delta", &[]);
+        let f = delta("0123456789abcdef", 7, "e7", "text.delta", &[]);
         assert_eq!(
             &f.json[..],
             br#"{"type":"delta","cursor":7,"eventId":"e7","eventClass":"text.delta","chunks":[]}"#
         );
         let sse = std::str::from_utf8(&f.sse).unwrap();
-        assert!(sse.starts_with("id: 7\nevent: delta\ndata: {"));
+        assert!(sse.starts_with("id: 0123456789abcdef:7\nevent: delta\ndata: {"));
         assert!(sse.ends_with("}\n\n"));
         let r = reset("cursor_ahead");
         assert_eq!(
@@ -282,7 +296,7 @@ mod tests {
                 },
             },
         ];
-        let f = delta(3, "e\u{1}3", "text.delta", &chunks);
+        let f = delta("0123456789abcdef", 3, "e\u{1}3", "text.delta", &chunks);
         let via_serde = serde_json::json!({
             "type": "delta", "cursor": 3, "eventId": "e\u{1}3", "eventClass": "text.delta",
             "chunks": chunks,
@@ -298,12 +312,12 @@ mod tests {
             serde_json::to_vec(&chunks[2].chunk).unwrap().as_slice()
         );
         // The same answer from a frame read back from the store.
-        let stored = Frame::from_json(FrameKind::Delta, Some(3), &f.json);
+        let stored = Frame::from_json(FrameKind::Delta, "0123456789abcdef", Some(3), &f.json);
         assert_eq!(stored.message_chunks("m\"1"), own);
         assert_eq!(stored.sse, f.sse);
         // A frame relayed from another node finds its spans once: the same
         // spans as the encoding node's, and the same bytes.
-        let relayed = Frame::stored_delta(3, &f.json);
+        let relayed = Frame::stored_delta("0123456789abcdef", 3, &f.json);
         assert_eq!(relayed, f);
         assert_eq!(relayed.message_chunks("m\"1"), own);
     }

@@ -133,8 +133,9 @@ pub async fn resume_chat(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct StreamQuery {
-    /// Resume after this cursor (the `Last-Event-ID` header wins when both are sent).
-    /// Without either, the stream starts with a snapshot.
+    /// Resume after this cursor: `<epoch>:<cursor>` as the SSE ids and frames
+    /// give it, or a bare `<cursor>` (the `Last-Event-ID` header wins when both
+    /// are sent). Without either, the stream starts with a snapshot.
     pub cursor: Option<String>,
     /// The epoch the cursor belongs to; a different epoch gives `reset` + `snapshot`.
     pub epoch: Option<String>,
@@ -146,22 +147,43 @@ fn start(headers: &HeaderMap, q: StreamQuery) -> Result<From, Problem> {
         .map(|v| v.to_str().unwrap_or("\u{0}").trim().to_string())
         .filter(|s| !s.is_empty());
     let raw = header.or(q.cursor.filter(|s| !s.is_empty()));
+    let mut epoch = q.epoch.filter(|e| !e.is_empty());
     let cursor = match raw {
         None => None,
-        Some(s) => Some(s.parse::<u64>().map_err(|_| {
-            Problem::bad_request(
-                "invalid_cursor",
-                format!(
-                    "cursor `{}` is not a non-negative integer",
-                    s.escape_debug()
-                ),
-            )
-        })?),
+        Some(s) => {
+            let (named, n) = parse_cursor(&s).ok_or_else(|| {
+                Problem::bad_request(
+                    "invalid_cursor",
+                    format!(
+                        "cursor `{}` is neither `<epoch>:<cursor>` nor a non-negative integer",
+                        s.escape_debug()
+                    ),
+                )
+            })?;
+            // The epoch inside the id is the one the client actually read.
+            if named.is_some() {
+                epoch = named.map(str::to_string);
+            }
+            Some(n)
+        }
     };
-    Ok(From {
-        cursor,
-        epoch: q.epoch.filter(|e| !e.is_empty()),
-    })
+    Ok(From { cursor, epoch })
+}
+
+/// `<epoch>:<cursor>` (what the server sends as SSE ids) or a bare
+/// `<cursor>`; the epoch is 1 to 64 ASCII alphanumerics.
+fn parse_cursor(s: &str) -> Option<(Option<&str>, u64)> {
+    let (epoch, n) = match s.rsplit_once(':') {
+        Some((e, _)) if e.is_empty() || e.len() > 64 => return None,
+        Some((e, _)) if !e.bytes().all(|b| b.is_ascii_alphanumeric()) => return None,
+        Some((e, n)) => (Some(e), n),
+        None => (None, s),
+    };
+    // `u64::from_str` takes a leading `+`; a cursor is digits only.
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((epoch, n.parse().ok()?))
 }
 
 /// The session's frames from where the request asks to start, for an
@@ -192,14 +214,14 @@ fn frames(
     )
 }
 
-/// Server-Sent Events: `id: <cursor>`, `event: snapshot|delta|reset`, `data: <frame JSON>`.
+/// Server-Sent Events: `id: <epoch>:<cursor>`, `event: snapshot|delta|reset`, `data: <frame JSON>`.
 #[utoipa::path(
     get,
     path = "/v1/sessions/{session_id}/stream",
     tag = "streams",
     params(
         ("session_id" = String, Path, description = "Session id"),
-        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this cursor"),
+        ("Last-Event-ID" = Option<String>, Header, description = "Resume after this SSE id (`<epoch>:<cursor>`) or bare cursor"),
         StreamQuery
     ),
     responses(

@@ -250,7 +250,11 @@ impl Actor {
             state.projection.apply(cfg, ev.cursor, &fact);
             state.meta.head = ev.cursor;
             state.since_checkpoint += 1;
-            self.publish(Arc::new(Frame::stored_delta(ev.cursor, &ev.frame)));
+            self.publish(Arc::new(Frame::stored_delta(
+                &tail.meta.epoch,
+                ev.cursor,
+                &ev.frame,
+            )));
         }
         if !tail.events.is_empty() {
             state.snapshot = None;
@@ -292,7 +296,11 @@ impl Actor {
             {
                 Ok(evs) if evs.first().is_some_and(|e| e.cursor == after + 1) => {
                     for ev in evs.iter().take_while(|e| e.cursor <= state.meta.head) {
-                        self.publish(Arc::new(Frame::stored_delta(ev.cursor, &ev.frame)));
+                        self.publish(Arc::new(Frame::stored_delta(
+                            &state.meta.epoch,
+                            ev.cursor,
+                            &ev.frame,
+                        )));
                         after = ev.cursor;
                     }
                 }
@@ -549,19 +557,11 @@ impl Actor {
                 reply,
             } => {
                 let meta = state.meta.clone();
-                let reset = match cursor {
-                    None => None,
-                    Some(_) if epoch.as_deref().is_some_and(|e| e != meta.epoch) => {
-                        Some(Some("epoch_mismatch"))
-                    }
-                    Some(n) if n > meta.head => Some(Some("cursor_ahead")),
-                    Some(n) if n + 1 < meta.first => Some(Some("cursor_expired")),
-                    Some(_) => None,
-                };
+                let reset = cursor.and_then(|n| resume_refusal(&meta, n, epoch.as_deref()));
                 let start = match (cursor, reset) {
                     (Some(after), None) => Start::Resume { after },
                     (_, reset) => Start::Fresh {
-                        reset: reset.flatten(),
+                        reset,
                         snapshot: self.snapshot(state),
                     },
                 };
@@ -802,7 +802,13 @@ impl Actor {
                         message: f.message,
                     });
                 }
-                let frame = frame::delta(cursor, &ev.fact.id, &ev.fact.class, &applied.chunks);
+                let frame = frame::delta(
+                    &state.meta.epoch,
+                    cursor,
+                    &ev.fact.id,
+                    &ev.fact.class,
+                    &applied.chunks,
+                );
                 stored.push(StoredEvent {
                     cursor,
                     event_id: ev.fact.id.clone(),
@@ -899,5 +905,29 @@ fn fail(cmd: Command, e: StoreError) {
         Command::Delete { reply } => drop(reply.send(Err(e))),
         Command::Expire { reply, .. } => drop(reply.send(Err(e))),
         Command::EvictIfIdle => {}
+    }
+}
+
+/// Why a subscriber cannot resume after cursor `n` (of `epoch`, when it
+/// names one) on the log `meta` describes, or `None` when it can: the
+/// reason of the `reset` that precedes its fresh snapshot.
+///
+/// A cursor of another epoch, or a bare one at or below `meta.base`, belongs
+/// to a log that is gone (deleted, or a memory store's before a restart):
+/// resuming it would lay the new log's frames on the old one's state. (A
+/// bare cursor equal to `base` may also be the snapshot cursor of the
+/// tombstone; a reset is then merely redundant, never wrong.)
+fn resume_refusal(meta: &SessionMeta, n: u64, epoch: Option<&str>) -> Option<&'static str> {
+    let deleted = meta.base > 0 && n <= meta.base;
+    match epoch {
+        Some(e) if e != meta.epoch => Some(if deleted {
+            "session_deleted"
+        } else {
+            "epoch_mismatch"
+        }),
+        None if deleted => Some("session_deleted"),
+        _ if n > meta.head => Some("cursor_ahead"),
+        _ if n + 1 < meta.first => Some("cursor_expired"),
+        _ => None,
     }
 }

@@ -241,15 +241,38 @@ async fn delete_resets_live_subscribers_and_the_projection() {
     // The same ids are new again in the next incarnation; cursors go on.
     let out = reg.ingest("s", events("a", 2)).await.unwrap();
     assert_eq!((out.accepted, out.cursor), (2, 5));
-    // A stale cursor from before the deletion is expired: reset + snapshot.
-    let stale = reg.subscribe("s", Some(2), None).await.unwrap();
-    assert!(matches!(
-        stale.start,
-        Start::Fresh {
-            reset: Some("cursor_expired"),
-            ..
-        }
-    ));
+    // Every cursor of the deleted log, bare or with its epoch, including the
+    // caught-up one, resumes as reset + snapshot, never on the new log.
+    let old_epoch = sub.meta.epoch.clone();
+    for (cursor, epoch) in [
+        (2, None),
+        (3, None),
+        (3, Some(old_epoch.clone())),
+        (0, Some(old_epoch)),
+    ] {
+        let stale = reg
+            .subscribe("s", Some(cursor), epoch.clone())
+            .await
+            .unwrap();
+        assert!(
+            matches!(
+                stale.start,
+                Start::Fresh {
+                    reset: Some("session_deleted"),
+                    ..
+                }
+            ),
+            "cursor {cursor} of epoch {epoch:?}"
+        );
+    }
+    // The new log's own cursors resume.
+    let live = reg
+        .subscribe("s", Some(4), Some(tomb.epoch.clone()))
+        .await
+        .unwrap();
+    assert!(matches!(live.start, Start::Resume { after: 4 }));
+    let bare = reg.subscribe("s", Some(4), None).await.unwrap();
+    assert!(matches!(bare.start, Start::Resume { after: 4 }));
 }
 
 #[tokio::test]

@@ -45,6 +45,11 @@ pub struct SessionMeta {
     pub head: u64,
     /// First cursor still retained (`head + 1` when nothing is retained).
     pub first: u64,
+    /// The last cursor of the incarnations this one replaced (0 when the
+    /// log was never deleted): a cursor at or below it belongs to a deleted
+    /// log, and resumes as `reset` (`session_deleted`) + `snapshot`.
+    #[serde(default)]
+    pub base: u64,
     /// Runtime status of the projection after the last append.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
@@ -64,6 +69,7 @@ impl SessionMeta {
             epoch: new_epoch_id(),
             head: 0,
             first: 1,
+            base: 0,
             status: None,
             updated_ms: now_ms(),
             deleted: false,
@@ -77,6 +83,7 @@ impl SessionMeta {
             epoch: new_epoch_id(),
             head: self.head,
             first: self.head + 1,
+            base: self.head,
             status: None,
             updated_ms: now_ms,
             deleted: true,
@@ -450,7 +457,7 @@ mod tests {
             ..SessionMeta::new_epoch()
         };
         let t = m.tombstone(5);
-        assert_eq!((t.head, t.first, t.deleted), (9, 10, true));
+        assert_eq!((t.head, t.first, t.base, t.deleted), (9, 10, 9, true));
         assert_ne!(t.epoch, m.epoch);
     }
 }

@@ -141,6 +141,7 @@ impl Subscriber {
                         self.last = ev.cursor;
                         self.pending.push_back(Arc::new(Frame::from_json(
                             FrameKind::Delta,
+                            self.epoch.as_deref().unwrap_or_default(),
                             Some(ev.cursor),
                             &ev.frame,
                         )));

@@ -87,6 +87,7 @@ impl Follow {
             Start::Fresh { .. } => return self.aborted("history no longer retained"),
         };
         self.rx = Some(sub.rx);
+        let epoch = sub.meta.epoch;
         while self.last < until && !self.done {
             let page = match self
                 .registry
@@ -98,7 +99,7 @@ impl Follow {
                 _ => return self.aborted("history no longer retained"),
             };
             for ev in page {
-                let frame = Frame::from_json(FrameKind::Delta, Some(ev.cursor), &ev.frame);
+                let frame = Frame::from_json(FrameKind::Delta, &epoch, Some(ev.cursor), &ev.frame);
                 self.take(&frame);
                 if self.done {
                     return;

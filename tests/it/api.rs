@@ -261,11 +261,19 @@ async fn sse_resume_from_every_cursor_gives_exactly_the_remaining_frames() {
     let (status, _) = srv.post("s", &Value::Array(events)).await;
     assert_eq!(status, 200);
     // The full history, from cursor 0.
+    let epoch = srv.snapshot("s").await["epoch"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let mut all = srv.sse("s", "?cursor=0", None).await;
     let full = all.take(50).await;
     for (i, f) in full.iter().enumerate() {
         assert_eq!(f.event, "delta");
-        assert_eq!(f.id.as_deref(), Some((i + 1).to_string().as_str()));
+        assert_eq!(
+            f.id,
+            Some(format!("{epoch}:{}", i + 1)),
+            "ids carry the epoch"
+        );
         assert_eq!(f.data["cursor"], (i + 1) as u64);
     }
     for n in 0..=50u64 {
@@ -305,7 +313,10 @@ async fn no_cursor_starts_with_snapshot_then_live() {
     let mut s = srv.sse("s", "", None).await;
     let first = s.next().await.unwrap();
     assert_eq!(first.event, "snapshot");
-    assert_eq!(first.id.as_deref(), Some("8"));
+    assert_eq!(
+        first.id,
+        Some(format!("{}:8", first.data["epoch"].as_str().unwrap()))
+    );
     assert_eq!(first.data["cursor"], 8);
     assert_eq!(first.data, srv.snapshot("s").await);
     srv.post(
@@ -877,7 +888,10 @@ async fn sessions_are_listed_paged_and_deleted_with_a_tombstone() {
     let (_, log) = srv.get_json("/v1/sessions/b/events").await;
     assert_eq!(log["events"], json!([]));
     let mut stale = srv.sse("b", "", Some(5)).await;
-    assert_eq!(stale.next().await.unwrap().data["reason"], "cursor_expired");
+    assert_eq!(
+        stale.next().await.unwrap().data["reason"],
+        "session_deleted"
+    );
     // The session lives again with cursors after the tombstone.
     let (_, out) = srv.post("b", &text_tool_text()).await;
     assert_eq!(
@@ -938,11 +952,122 @@ async fn the_sweep_deletes_idle_sessions_and_forgets_ones_only_read() {
     let after = srv.snapshot("written").await;
     assert_eq!(after["cursor"], 8);
     assert_eq!(after["state"]["messages"], json!([]));
-    let mut stale = srv.sse("written", "", Some(3)).await;
-    assert_eq!(stale.next().await.unwrap().data["reason"], "cursor_expired");
+    for cursor in [3, 8] {
+        let mut stale = srv.sse("written", "", Some(cursor)).await;
+        assert_eq!(
+            stale.next().await.unwrap().data["reason"],
+            "session_deleted",
+            "cursor {cursor} of the swept log"
+        );
+    }
     // The watched one goes on as if nothing happened.
     let (status, out) = srv.post("watched", &text_tool_text()).await;
     assert_eq!((status, &out["cursor"]), (200, &json!(8)), "{out}");
-    assert_eq!(watched.next().await.unwrap().id, Some("1".to_string()));
+    let first = watched.next().await.unwrap();
+    assert_eq!(first.data["cursor"], 1);
+    assert!(first.id.unwrap().ends_with(":1"));
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Issue 12 item 1: post one event, DELETE the session, post one event,
+/// then resume with the caught-up client's `Last-Event-ID: 1` (bare, as
+/// curl sends it, and with its epoch, as an EventSource sends it back): the
+/// new log's delta must not land on the deleted state. Also after a restart
+/// of the embedded store, which keeps where the deleted log ended.
+#[tokio::test]
+async fn a_caught_up_cursor_of_a_deleted_session_resumes_as_reset() {
+    let dir = crate::common::tempdir("deleted-caught-up");
+    let mut srv = TestServer::builder().embedded(dir.clone()).start().await;
+    let say = |id: &str, text: &str| {
+        json!(lime(
+            id,
+            "model.delta",
+            1,
+            json!({"messageId": id, "payload": {"delta": text}})
+        ))
+    };
+    srv.post("s", &say("old", "old text")).await;
+    let old = srv.snapshot("s").await;
+    let old_id = format!("{}:1", old["epoch"].as_str().unwrap());
+    let r = srv
+        .http
+        .delete(srv.url("/v1/sessions/s"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let (status, out) = srv.post("s", &say("new", "new text")).await;
+    assert_eq!((status, out["cursor"].as_u64()), (200, Some(2)), "{out}");
+    for restart in [false, true] {
+        if restart {
+            srv.stop().await;
+            srv = TestServer::builder().embedded(dir.clone()).start().await;
+        }
+        for last_event_id in ["1".to_string(), old_id.clone()] {
+            let resp = srv
+                .http
+                .get(srv.url("/v1/sessions/s/stream"))
+                .header("last-event-id", &last_event_id)
+                .send()
+                .await
+                .unwrap();
+            let mut s = crate::common::Sse::from_response(resp);
+            let first = s.next().await.unwrap();
+            assert_eq!(
+                (first.event.as_str(), first.data["reason"].as_str()),
+                ("reset", Some("session_deleted")),
+                "Last-Event-ID {last_event_id} (restarted: {restart})"
+            );
+            let snap = s.next().await.unwrap();
+            assert_eq!(snap.event, "snapshot");
+            let texts: Vec<&str> = snap.data["state"]["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|m| m["parts"].as_array().unwrap())
+                .filter_map(|p| p["text"].as_str())
+                .collect();
+            assert_eq!(texts, ["new text"], "only the new incarnation");
+        }
+    }
+    srv.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Issue 12 item 2, in process: a cursor of another epoch (a memory store's
+/// log before a restart) resumes as `epoch_mismatch`, through the SSE id
+/// alone; ids that are neither form are refused.
+#[tokio::test]
+async fn an_sse_id_of_another_epoch_resumes_as_reset() {
+    let srv = TestServer::builder().start().await;
+    srv.post("s", &text_tool_text()).await;
+    let resp = srv
+        .http
+        .get(srv.url("/v1/sessions/s/stream"))
+        .header("last-event-id", "00000000deadbeef:5")
+        .send()
+        .await
+        .unwrap();
+    let mut s = crate::common::Sse::from_response(resp);
+    assert_eq!(s.next().await.unwrap().data["reason"], "epoch_mismatch");
+    assert_eq!(s.next().await.unwrap().event, "snapshot");
+    // The id as served resumes exactly.
+    let epoch = srv.snapshot("s").await["epoch"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut s = srv.sse("s", &format!("?cursor={epoch}:6"), None).await;
+    assert_eq!(s.next().await.unwrap().data["cursor"], 7);
+    for bad in ["x:", ":5", "ab-c:5", "5:", "+5", "e:+5"] {
+        let r = srv
+            .http
+            .get(srv.url("/v1/sessions/s/stream"))
+            .header("last-event-id", bad)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 400, "{bad}");
+        let p: Value = r.json().await.unwrap();
+        assert_eq!(p["code"], "invalid_cursor");
+    }
 }

@@ -13,10 +13,10 @@
 --       received before ms (0 = no age limit), checkpoint cursor (0 = none),
 --       checkpoint bytes, channel, node id, claim ms (0 = no claim), then
 --       n x (event id, received ms, fact, frame)
--- Returns {'ok', first, updated, previous updated, was deleted, status}
+-- Returns {'ok', first, updated, previous updated, was deleted, status, base}
 --      or {'conflict', epoch, head} or {'duplicate', event id}.
 local meta, log, ids, cpk, turn = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local m = redis.call('HMGET', meta, 'epoch', 'head', 'first', 'updated', 'cp', 'deleted', 'status')
+local m = redis.call('HMGET', meta, 'epoch', 'head', 'first', 'updated', 'cp', 'deleted', 'status', 'base')
 local head = tonumber(m[2] or '0')
 local holder = redis.call('GET', turn)
 if holder and holder ~= ARGV[10] then
@@ -103,4 +103,4 @@ redis.call('HSET', meta, 'head', string.format('%d', newhead), 'first', string.f
 if holder then redis.call('DEL', turn) end
 redis.call('PUBLISH', ARGV[9], ARGV[1] .. ':' .. string.format('%d', newhead))
 return {'ok', string.format('%d', first), string.format('%d', updated), string.format('%d', prev_updated),
-  m[6] or '0', status}
+  m[6] or '0', status, m[8] or '0'}

@@ -18,6 +18,7 @@ end
 local head = tonumber(redis.call('HGET', KEYS[1], 'head') or '0')
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'head', string.format('%d', head),
-  'first', string.format('%d', head + 1), 'updated', ARGV[2], 'cp', '0', 'deleted', '1', 'status', '')
+  'first', string.format('%d', head + 1), 'updated', ARGV[2], 'cp', '0', 'deleted', '1', 'status', '',
+  'base', string.format('%d', head))
 redis.call('PUBLISH', ARGV[3], ARGV[1] .. ':' .. string.format('%d', head))
-return redis.call('HMGET', KEYS[1], 'epoch', 'head', 'first', 'status', 'updated', 'deleted')
+return redis.call('HMGET', KEYS[1], 'epoch', 'head', 'first', 'status', 'updated', 'deleted', 'base')

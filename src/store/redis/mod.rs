@@ -237,7 +237,9 @@ impl EventLog for RedisLog {
         let k = self.keys(session);
         let v: Vec<Value> = redis::cmd("HMGET")
             .arg(&k.meta)
-            .arg(&["epoch", "head", "first", "status", "updated", "deleted"])
+            .arg(&[
+                "epoch", "head", "first", "status", "updated", "deleted", "base",
+            ])
             .query_async(&mut self.conn().await?)
             .await
             .map_err(unavailable)?;
@@ -316,6 +318,7 @@ impl EventLog for RedisLog {
             epoch: batch.epoch.clone(),
             head,
             first: num(1).max(1),
+            base: num(6),
             status: Some(word(5)).filter(|s| !s.is_empty()),
             updated_ms: num(2),
             deleted: false,

@@ -12,4 +12,4 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
     'cp', '0', 'deleted', '0', 'status', '')
   created = 1
 end
-return {created, redis.call('HMGET', KEYS[1], 'epoch', 'head', 'first', 'status', 'updated', 'deleted')}
+return {created, redis.call('HMGET', KEYS[1], 'epoch', 'head', 'first', 'status', 'updated', 'deleted', 'base')}

@@ -8,7 +8,7 @@ use super::corrupt;
 use crate::store::{SessionMeta, StoreError, StoredEvent};
 
 /// Meta fields in the order the scripts return them.
-pub(super) const META_FIELDS: usize = 6;
+pub(super) const META_FIELDS: usize = 7;
 
 /// Parse the meta fields (epoch, head, first, status, updated, deleted).
 pub(super) fn parse_meta(session: &str, v: &[Value]) -> Result<SessionMeta, StoreError> {
@@ -39,6 +39,7 @@ pub(super) fn parse_meta(session: &str, v: &[Value]) -> Result<SessionMeta, Stor
         epoch,
         head: num(1)?,
         first: num(2)?.max(1),
+        base: num(6)?,
         status: text(3)?.filter(|s| !s.is_empty()),
         updated_ms: num(4)?,
         deleted: num(5)? == 1,

@@ -4,7 +4,7 @@
 -- KEYS: meta, log, ids
 -- ARGV: after, limit, then event ids
 -- Returns {meta fields, events, cursors} or {} when the session is unknown.
-local m = redis.call('HMGET', KEYS[1], 'epoch', 'head', 'first', 'status', 'updated', 'deleted')
+local m = redis.call('HMGET', KEYS[1], 'epoch', 'head', 'first', 'status', 'updated', 'deleted', 'base')
 if not m[1] then return {} end
 local es = {}
 if tonumber(ARGV[2]) > 0 then
