@@ -279,7 +279,8 @@ pub(crate) mod tests {
         let tomb = log.delete("s").await.unwrap();
         assert!(tomb.deleted);
         assert_ne!(tomb.epoch, before.epoch);
-        assert_eq!((tomb.head, tomb.first), (6, 7));
+        assert_eq!((tomb.head, tomb.first, tomb.base), (6, 7, 6));
+        assert_eq!(log.meta("s").await.unwrap().unwrap().base, 6, "kept");
         assert!(log.read("s", 0, 100).await.unwrap().is_empty());
         assert!(log.checkpoint("s").await.unwrap().is_none());
         assert_eq!(
@@ -294,9 +295,11 @@ pub(crate) mod tests {
         );
         let revived = put(&log, "s", batch(vec![ev(7)], None)).await.unwrap();
         assert_eq!(
-            (revived.head, revived.first, revived.deleted),
-            (7, 7, false)
+            (revived.head, revived.first, revived.base, revived.deleted),
+            (7, 7, 6, false),
+            "where the deleted log ended outlives the revival"
         );
+        assert_eq!(log.meta("s").await.unwrap().unwrap().base, 6);
         assert_eq!(revived.epoch, tomb.epoch);
         assert_eq!(ids(log.list(None, 10).await.unwrap()), ["a", "b", "s"]);
 
@@ -320,6 +323,10 @@ pub(crate) mod tests {
             .unwrap()
             .expect("idle: deleted");
         assert!(tomb.deleted);
+        assert_eq!(
+            tomb.base, 1,
+            "the sweep's deletion keeps where the log ended"
+        );
         assert_eq!(
             log.delete_idle("old", u64::MAX).await.unwrap(),
             None,
