@@ -11,10 +11,11 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../.
 export const BIN = process.env.PROJECTOR_BIN ?? path.join(root, 'target/debug/agent-projector');
 export const ROOT = root;
 
-/** Start a server (memory store unless `args` name one, port 0); resolves once it logs its address. */
+/** Start a server (memory store and port 0 unless `args` name others); resolves once it logs its address. */
 export async function startServer(args = [], env = {}) {
   const store = args.includes('--store') ? [] : ['--store', 'memory'];
-  const child = spawn(BIN, [...store, '--listen', '127.0.0.1:0', ...args], {
+  const listen = args.includes('--listen') ? [] : ['--listen', '127.0.0.1:0'];
+  const child = spawn(BIN, [...store, ...listen, ...args], {
     env: { ...process.env, NO_COLOR: '1', RUST_LOG: 'warn,agent_projector=info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
