@@ -1,6 +1,8 @@
 //! WebSocket transport: each frame's JSON as one text message, pings as
 //! heartbeats, a close frame (1001) on shutdown. Client messages other than
-//! close are ignored: the socket is a read-only feed.
+//! close are ignored: the socket is a read-only feed. Incoming messages are
+//! read before every frame sent, so that a client's Close is answered (and
+//! ends the sending) even in the middle of a replay.
 
 use std::time::Duration;
 
@@ -36,6 +38,16 @@ pub async fn serve(
                 }))).await;
                 break;
             }
+            m = incoming.next() => match m {
+                Some(Ok(Message::Close(_))) => {
+                    // The socket queued the echo of the client's Close:
+                    // flush it, and send nothing more.
+                    let _ = sink.close().await;
+                    break;
+                }
+                None | Some(Err(_)) => break,
+                Some(Ok(_)) => {}
+            },
             f = frames.next() => match f {
                 Some(f) => {
                     let Ok(text) = Utf8Bytes::try_from(f.json.clone()) else { break };
@@ -50,10 +62,6 @@ pub async fn serve(
                     }))).await;
                     break;
                 }
-            },
-            m = incoming.next() => match m {
-                None | Some(Err(_)) | Some(Ok(Message::Close(_))) => break,
-                Some(Ok(_)) => {}
             },
             _ = ping.tick() => {
                 if sink.send(Message::Ping(Bytes::new())).await.is_err() {

@@ -11,6 +11,9 @@ import subprocess
 import threading
 from pathlib import Path
 
+import json
+import urllib.request
+
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +26,8 @@ class Server:
 
     def __init__(self, args, env=None, timeout=20.0):
         store = [] if "--store" in args else ["--store", "memory"]
-        cmd = [str(BIN), *store, "--listen", "127.0.0.1:0", *args]
+        listen = [] if "--listen" in args else ["--listen", "127.0.0.1:0"]
+        cmd = [str(BIN), *store, *listen, *args]
         self.log = []
         self.proc = subprocess.Popen(
             cmd,
@@ -59,6 +63,17 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def post(base, session, events):
+    """POST events (an object or a list) to a session; the parsed reply."""
+    req = urllib.request.Request(
+        f"{base}/v1/sessions/{session}/events",
+        data=json.dumps(events).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with urllib.request.urlopen(req) as r:
+        return json.load(r)
 
 
 @pytest.fixture

@@ -2,19 +2,10 @@
 
 import asyncio
 import json
-import urllib.request
 
 import websockets
 
-
-def post(base, session, events):
-    req = urllib.request.Request(
-        f"{base}/v1/sessions/{session}/events",
-        data=json.dumps(events).encode(),
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(req) as r:
-        return json.load(r)
+from conftest import post
 
 
 def test_websocket_starts_with_the_snapshot(server):
