@@ -155,7 +155,7 @@ async function frameAt(base, session, cursor) {
     let buf = '';
     for await (const bytes of r.body) {
       buf += decoder.decode(bytes, { stream: true });
-      const m = buf.match(new RegExp(`id: ${cursor}\nevent: delta\ndata: (.*)\n`));
+      const m = buf.match(new RegExp(`id: [0-9a-z]+:${cursor}\nevent: delta\ndata: (.*)\n`));
       if (m) return m[1];
     }
     throw new Error(`no frame ${cursor}`);
@@ -289,15 +289,17 @@ test('viewer: renders a session live, survives a network drop without duplicatin
     await cursorIs(offline.cursor);
     await page.waitForFunction(() => document.querySelector('[data-testid=connection]')?.dataset.state === 'live', null, { timeout: T });
 
-    // The browser itself resumed with Last-Event-ID = the last cursor it saw.
+    // The browser itself resumed with Last-Event-ID = the last id it saw:
+    // `<epoch>:<cursor>`.
+    const lastId = `${(await snapshot(server.base, sid)).epoch}:${live.cursor}`;
     const resumed = proxy.requests
       .slice(proxiedBefore)
       .filter((r) => r.path.startsWith(`/v1/sessions/${encodeURIComponent(sid)}/stream`));
     assert.ok(resumed.length >= 1, 'no stream request after the drop');
-    assert.equal(resumed.at(-1).headers['last-event-id'], String(live.cursor));
+    assert.equal(resumed.at(-1).headers['last-event-id'], lastId);
     const seenByPage = await Promise.all(streamRequests.slice(before));
     assert.ok(
-      seenByPage.some((h) => h['last-event-id'] === String(live.cursor)),
+      seenByPage.some((h) => h['last-event-id'] === lastId),
       `the page did not send Last-Event-ID: ${JSON.stringify(seenByPage)}`,
     );
     assert.ok(!resumed.at(-1).path.includes('cursor='), 'EventSource resumed by itself, not via ?cursor=');
@@ -471,6 +473,48 @@ test('viewer: team, queue, coding and context panels render from the snapshot an
     await page.setViewportSize({ width: 1400, height: 2000 });
     await page.screenshot({ path: path.join(ROOT, 'target/viewer-workbench.png'), fullPage: true });
     assert.deepEqual(problems, []);
+  } finally {
+    await page.close();
+  }
+});
+
+// Chromium's own WebSocket, not ours: `ws.close(1000)` must end in a clean
+// close (the server answers the Close), with code 1000 (issue 12 item 5).
+test('chromium WebSocket: close(1000) is answered, wasClean with code 1000', async (t) => {
+  if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+  await post(server.base, 'ws-close', [{ id: 'c1', type: 'text.delta', runId: 'r', messageId: 'm', sequence: 1, payload: { delta: 'hi' } }]);
+  const page = await browser.newPage();
+  try {
+    await page.goto(`${server.base}/`);
+    const result = await page.evaluate(async (url) => new Promise((resolve, reject) => {
+      const ws = new WebSocket(url);
+      const timer = setTimeout(() => reject(new Error('no close within 10 s')), 10000);
+      ws.onmessage = (m) => {
+        if (JSON.parse(m.data).type === 'snapshot') ws.close(1000, 'done');
+      };
+      ws.onclose = (e) => { clearTimeout(timer); resolve({ code: e.code, wasClean: e.wasClean }); };
+    }), `${server.base.replace('http', 'ws')}/v1/sessions/ws-close/ws`);
+    assert.deepEqual(result, { code: 1000, wasClean: true });
+  } finally {
+    await page.close();
+  }
+});
+
+// Chromium's own EventSource: the ids it keeps (and would send back as
+// Last-Event-ID) name the epoch of the log they came from (issue 12 item 2).
+test('chromium EventSource: lastEventId is <epoch>:<cursor>', async (t) => {
+  if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+  await post(server.base, 'es-id', [{ id: 'i1', type: 'text.delta', runId: 'r', messageId: 'm', sequence: 1, payload: { delta: 'hi' } }]);
+  const snap = await snapshot(server.base, 'es-id');
+  const page = await browser.newPage();
+  try {
+    await page.goto(`${server.base}/`);
+    const id = await page.evaluate(async (url) => new Promise((resolve, reject) => {
+      const es = new EventSource(url);
+      const timer = setTimeout(() => reject(new Error('no snapshot within 10 s')), 10000);
+      es.addEventListener('snapshot', (e) => { clearTimeout(timer); es.close(); resolve(e.lastEventId); });
+    }), `${server.base}/v1/sessions/es-id/stream`);
+    assert.equal(id, `${snap.epoch}:1`);
   } finally {
     await page.close();
   }
