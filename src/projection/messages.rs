@@ -382,34 +382,25 @@ impl<'a> Ctx<'a> {
         let full: String = texts.iter().map(|(_, t)| t.as_str()).collect();
 
         let Some(t) = target else {
-            // No target part: new text only for what was never streamed.
-            if fin.is_empty() || fin == full {
+            // No text part to reconcile: every segment is closed and a
+            // boundary (a tool, an action, ...) came after the last one.
+            // Closed segments are never rewritten: what the final adds goes
+            // into a new segment after the boundary, where a live client
+            // sees it too. A final that repeats the earlier segments adds
+            // what follows them; one that does not is the next model call's
+            // own text; one that only repeats streamed text adds nothing.
+            if fin.is_empty() || full.starts_with(fin.as_str()) {
                 return;
             }
-            let tail = if full.is_empty() {
-                Some(fin.as_str())
-            } else {
-                fin.strip_prefix(full.as_str())
-            };
-            match tail {
-                Some(tail) => {
-                    self.end_open(&msg);
-                    if let Some(id) = self.start_part(&msg, Stream::Text) {
-                        let c = Chunk::TextDelta {
-                            id: id.clone(),
-                            delta: tail.to_string(),
-                        };
-                        self.emit(&msg, c);
-                        self.emit(&msg, Chunk::TextEnd { id });
-                    }
-                }
-                None => {
-                    // Differs from segments that are all closed: the final
-                    // text goes into the last text part.
-                    if let Some((li, _)) = texts.last() {
-                        self.final_wins(&msg, &texts, *li, &fin);
-                    }
-                }
+            let tail = fin.strip_prefix(full.as_str()).unwrap_or(fin.as_str());
+            self.end_open(&msg);
+            if let Some(id) = self.start_part(&msg, Stream::Text) {
+                let c = Chunk::TextDelta {
+                    id: id.clone(),
+                    delta: tail.to_string(),
+                };
+                self.emit(&msg, c);
+                self.emit(&msg, Chunk::TextEnd { id });
             }
             return;
         };

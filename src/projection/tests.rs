@@ -604,3 +604,76 @@ fn random_fact_streams_keep_the_invariants() {
         );
     }
 }
+
+/// Issue 12 item 3: a final text after a tool, with no deltas after the
+/// tool, that does not repeat the text before it is the next model call's
+/// own text: a new segment after the tool. The first sentence stays, the
+/// answer sits after the tool, and the chunks rebuild exactly that.
+#[test]
+fn final_after_a_boundary_opens_a_new_segment_and_never_rewrites_closed_ones() {
+    let mut r = Run::new();
+    r.apply(
+        F::new("e1", "text.delta")
+            .turn("t")
+            .p("delta", json!("Let me check. ")),
+    );
+    r.apply(
+        F::new("e2", "tool.started")
+            .turn("t")
+            .tool("c1")
+            .p("toolName", json!("weather")),
+    );
+    r.apply(
+        F::new("e3", "tool.result")
+            .turn("t")
+            .tool("c1")
+            .p("summary", json!("sunny")),
+    );
+    let a = r.apply(
+        F::new("e4", "text.final")
+            .turn("t")
+            .p("text", json!("It is sunny.")),
+    );
+    let msg = r.p.messages()[0].id.clone();
+    assert_eq!(texts(&r, &msg), ["Let me check. ", "It is sunny."]);
+    let types = r.part_types(&msg);
+    let tool_at = types.iter().position(|t| t.starts_with("tool-")).unwrap();
+    let last_text = types.iter().rposition(|t| t == "text").unwrap();
+    assert!(
+        tool_at < last_text,
+        "the answer sits after the tool: {types:?}"
+    );
+    assert_eq!(chunk_types(&a), ["text-start", "text-delta", "text-end"]);
+    assert!(r.findings().is_empty(), "nothing was overwritten");
+    r.assert_replay();
+
+    // A final that repeats the earlier segment adds only what follows it;
+    // the same final again confirms the whole.
+    let mut r = Run::new();
+    r.apply(
+        F::new("e1", "text.delta")
+            .turn("t")
+            .p("delta", json!("Let me check. ")),
+    );
+    r.apply(
+        F::new("e2", "tool.started")
+            .turn("t")
+            .tool("c1")
+            .p("toolName", json!("weather")),
+    );
+    r.apply(
+        F::new("e3", "text.final")
+            .turn("t")
+            .p("text", json!("Let me check. It is sunny.")),
+    );
+    let msg = r.p.messages()[0].id.clone();
+    assert_eq!(texts(&r, &msg), ["Let me check. ", "It is sunny."]);
+    let a = r.apply(
+        F::new("e4", "text.final")
+            .turn("t")
+            .p("text", json!("Let me check. It is sunny.")),
+    );
+    assert!(chunk_types(&a).is_empty());
+    assert_eq!(texts(&r, &msg), ["Let me check. ", "It is sunny."]);
+    r.assert_replay();
+}
