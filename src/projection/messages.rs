@@ -470,8 +470,9 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Close every open assistant message of the ending turn/run.
-    pub fn close_turn_messages(&mut self, end: Chunk) {
+    /// Close every open assistant message of the ending turn/run with the
+    /// chunks of `ends`, in order.
+    pub fn close_turn_messages(&mut self, ends: &[Chunk]) {
         let turn = nonempty(self.f.ids.turn_id.as_deref());
         let run = nonempty(self.f.ids.run_id.as_deref());
         let ids: Vec<String> = self
@@ -491,7 +492,9 @@ impl<'a> Ctx<'a> {
             .collect();
         for id in &ids {
             self.end_open(id);
-            self.emit(id, end.clone());
+            for end in ends {
+                self.emit(id, end.clone());
+            }
         }
         self.int.current.retain(|_, v| !ids.contains(v));
     }

@@ -223,34 +223,40 @@ impl<'a> Ctx<'a> {
         self.adopt_ids();
         self.set_status(outcome);
         self.st.runtime.phase = None;
-        if outcome == "failed" {
-            let cat = self
-                .pstr(&["failureCategory"])
-                .or_else(|| (self.f.class != "run.failed").then(|| self.f.class.clone()));
-            self.st.runtime.failure_category = cat;
-            let msg = match &self.st.runtime.failure_category {
-                Some(c) => format!("run failed: {c}"),
-                None => "run failed".to_string(),
-            };
-            if self.f.class == "run.failed" {
-                self.diag("run.failed", Severity::Error, msg);
+        let ends = match outcome {
+            "failed" => {
+                let cat = self
+                    .pstr(&["failureCategory"])
+                    .or_else(|| (self.f.class != "run.failed").then(|| self.f.class.clone()));
+                self.st.runtime.failure_category = cat;
+                let msg = match &self.st.runtime.failure_category {
+                    Some(c) => format!("run failed: {c}"),
+                    None => "run failed".to_string(),
+                };
+                if self.f.class == "run.failed" {
+                    self.diag("run.failed", Severity::Error, msg.clone());
+                }
+                // The AI SDK's `error` chunk, so that a client (`useChat`)
+                // ends in its error state, then the finish of the message.
+                let error_text = self.pstr(&["error", "message"]).unwrap_or(msg);
+                vec![
+                    Chunk::Error { error_text },
+                    Chunk::Finish {
+                        finish_reason: Some(FinishReason::Error),
+                    },
+                ]
             }
-        }
-        let end = match outcome {
-            "failed" => Chunk::Finish {
-                finish_reason: Some(FinishReason::Error),
-            },
-            "cancelled" | "interrupted" => Chunk::Abort {
+            "cancelled" | "interrupted" => vec![Chunk::Abort {
                 reason: Some(
                     self.pstr(&["reason"])
                         .unwrap_or_else(|| outcome.to_string()),
                 ),
-            },
-            _ => Chunk::Finish {
+            }],
+            _ => vec![Chunk::Finish {
                 finish_reason: Some(FinishReason::Stop),
-            },
+            }],
         };
-        self.close_turn_messages(end);
+        self.close_turn_messages(&ends);
         if matches!(outcome, "cancelled" | "interrupted") {
             self.cancel_running_tools();
         }

@@ -677,3 +677,53 @@ fn final_after_a_boundary_opens_a_new_segment_and_never_rewrites_closed_ones() {
     assert_eq!(texts(&r, &msg), ["Let me check. ", "It is sunny."]);
     r.assert_replay();
 }
+
+/// Issue 12 item 4: a failed run emits the AI SDK `error` chunk before the
+/// message's `finish`, so that `useChat` ends in `error`, not `ready`.
+#[test]
+fn a_failed_run_emits_the_error_chunk_then_finish() {
+    let mut r = Run::new();
+    r.apply(F::new("e1", "run.started").turn("t"));
+    r.apply(
+        F::new("e2", "text.delta")
+            .turn("t")
+            .p("delta", json!("Working")),
+    );
+    let a = r.apply(
+        F::new("e3", "run.failed")
+            .turn("t")
+            .p("error", json!("model overloaded")),
+    );
+    assert_eq!(chunk_types(&a), ["text-end", "error", "finish"]);
+    let error = a
+        .chunks
+        .iter()
+        .find(|c| matches!(c.chunk, Chunk::Error { .. }))
+        .unwrap();
+    assert_eq!(
+        serde_json::to_value(&error.chunk).unwrap(),
+        json!({"type": "error", "errorText": "model overloaded"})
+    );
+    // Without a message of its own, the error text says what failed.
+    let mut r = Run::new();
+    r.apply(F::new("e1", "text.delta").turn("t").p("delta", json!("x")));
+    let a = r.apply(
+        F::new("e2", "run.failed")
+            .turn("t")
+            .p("failureCategory", json!("timeout")),
+    );
+    let error = a
+        .chunks
+        .iter()
+        .find(|c| matches!(c.chunk, Chunk::Error { .. }));
+    assert_eq!(
+        serde_json::to_value(&error.unwrap().chunk).unwrap()["errorText"],
+        "run failed: timeout"
+    );
+    // A completed run has no error chunk.
+    let mut r = Run::new();
+    r.apply(F::new("e1", "text.delta").turn("t").p("delta", json!("x")));
+    let a = r.apply(F::new("e2", "run.finished").turn("t"));
+    assert_eq!(chunk_types(&a), ["text-end", "finish"]);
+    r.assert_replay();
+}

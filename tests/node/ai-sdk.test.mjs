@@ -98,6 +98,14 @@ const scenarios = {
     { type: 'reasoning.delta', payload: { delta: 'raw thoughts stay hidden' } },
     { type: 'text.delta', payload: { delta: 'Option B is better.' } },
   ],
+  // Issue 12 item 3: the final after the tool is the next model call's own
+  // text; the first sentence stays, before the tool.
+  'a final after a tool that does not repeat the text before it': [
+    { type: 'text.delta', payload: { delta: 'Let me check. ' } },
+    { type: 'tool.started', toolCallId: 'c3', payload: { toolName: 'weather', input: { city: 'Oslo' } } },
+    { type: 'tool.result', toolCallId: 'c3', payload: { summary: 'sunny' } },
+    { type: 'text.final', payload: { text: 'It is sunny.' } },
+  ],
   'artifact and evidence data parts': [
     { type: 'text.delta', payload: { delta: 'Drafted the report.' } },
     { type: 'artifact.changed', artifactId: 'art-1', payload: { title: 'report.md', kind: 'document' }, refIds: ['blob://report'] },
@@ -157,6 +165,72 @@ test('404 for an unknown message, 204 for a session with nothing streaming', asy
 });
 
 /** A minimal ChatState, as a framework binding would provide. */
+test('ui-stream: the final after a tool keeps the text before the tool and comes after it', async () => {
+  const sid = session('final');
+  const events = scenarios['a final after a tool that does not repeat the text before it'];
+  await post(server.base, sid, [...run(sid, events), end(sid, events.length + 2)]);
+  const built = await viaUiStream(server.base, sid, 'm1');
+  const kinds = built.parts.filter((p) => p.type !== 'step-start').map((p) => (p.type === 'text' ? p.text : p.type));
+  assert.deepEqual(kinds, ['Let me check. ', 'tool-weather', 'It is sunny.']);
+});
+
+/** A small seeded PRNG (mulberry32), so that a failure names its seed. */
+function rng(seed) {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A random but well-formed agent turn: text, reasoning, tools, finals. */
+function randomTurn(seed) {
+  const r = rng(seed);
+  const pick = (xs) => xs[Math.floor(r() * xs.length)];
+  const events = [];
+  let streamed = '';
+  let tools = 0;
+  const open = [];
+  const words = ['alpha ', 'beta ', 'gamma ', 'delta. ', 'ok ', 'héllo ', '"q" ', 'line\n'];
+  const steps = 4 + Math.floor(r() * 12);
+  for (let i = 0; i < steps; i++) {
+    const kind = pick(['delta', 'delta', 'delta', 'tool', 'result', 'final', 'reasoning']);
+    if (kind === 'delta') {
+      const w = pick(words);
+      streamed += w;
+      events.push({ type: 'text.delta', payload: { delta: w } });
+    } else if (kind === 'tool') {
+      const id = `c${++tools}`;
+      open.push(id);
+      events.push({ type: 'tool.started', toolCallId: id, payload: { toolName: pick(['search', 'read']), input: { n: i } } });
+    } else if (kind === 'result' && open.length) {
+      const id = open.shift();
+      events.push(r() < 0.8
+        ? { type: 'tool.result', toolCallId: id, payload: { summary: `done ${i}` } }
+        : { type: 'tool.failed', toolCallId: id, payload: { error: 'no', failureCategory: 'runtime' } });
+    } else if (kind === 'final') {
+      const text = pick([streamed, streamed + 'more. ', 'A different answer.', '']);
+      events.push({ type: 'text.final', payload: { text } });
+    } else if (kind === 'reasoning') {
+      events.push({ type: 'reasoning.delta', payload: { delta: pick(words) } });
+    }
+  }
+  for (const id of open) events.push({ type: 'tool.result', toolCallId: id, payload: { summary: 'late' } });
+  return events;
+}
+
+test('ui-stream: for 40 seeded random turns, what `ai` builds equals the snapshot', async () => {
+  for (let seed = 1; seed <= 40; seed++) {
+    const sid = session(`rand${seed}`);
+    const events = randomTurn(seed);
+    await post(server.base, sid, [...run(sid, events), end(sid, events.length + 2)]);
+    const message = await ours(server.base, sid, 'm1');
+    const built = await viaUiStream(server.base, sid, 'm1');
+    assert.deepEqual(built.parts, message.parts, `seed ${seed}: ${JSON.stringify(events)}`);
+  }
+});
+
 class State {
   status = 'ready';
   error = undefined;
@@ -199,6 +273,26 @@ test('useChat path: AbstractChat + DefaultChatTransport resume a running agent',
   await chat.resumeStream();
   assert.equal(chat.messages.length, 1);
   assert.deepEqual(errors, []);
+});
+
+// Issue 12 item 4: a failed run ends `useChat` in `error`, not `ready`.
+test('useChat path: a failed run ends the chat in error with the run\'s error text', async () => {
+  const sid = session('failed');
+  const started = run(sid, [{ type: 'text.delta', payload: { delta: 'Working on it' } }]);
+  await post(server.base, sid, started);
+  const errors = [];
+  const chat = new TestChat({
+    id: sid,
+    transport: new DefaultChatTransport({ api: `${server.base}/v1/chat` }),
+    onError: (e) => errors.push(e),
+  });
+  const resumed = chat.resumeStream();
+  await post(server.base, sid, { id: `${sid}-fail`, type: 'run.failed', runId: 'r1', turnId: 't1', sequence: 3, payload: { error: 'model overloaded' } });
+  await resumed;
+  assert.equal(chat.status, 'error');
+  assert.equal(errors.length, 1);
+  assert.equal(errors[0].message, 'model overloaded');
+  assert.equal(chat.error?.message, 'model overloaded');
 });
 
 /** Read `count` frames of the session stream from cursor 0. */
