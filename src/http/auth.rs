@@ -287,6 +287,8 @@ impl Authenticator {
         }
         let mut v = Validation::new(key.alg);
         v.leeway = self.leeway;
+        // A token valid from a later time (`nbf`) is refused until then.
+        v.validate_nbf = true;
         v.set_required_spec_claims(&["exp", "sub"]);
         match &self.audience {
             Some(aud) => v.set_audience(&[aud]),
@@ -301,6 +303,10 @@ impl Authenticator {
                 ErrorKind::ExpiredSignature => {
                     unauthorized("token_expired", "the token has expired")
                 }
+                ErrorKind::ImmatureSignature => unauthorized(
+                    "token_not_yet_valid",
+                    "the token is not valid yet (its nbf is in the future)",
+                ),
                 ErrorKind::InvalidSignature => {
                     unauthorized("invalid_token", "the token's signature is invalid")
                 }

@@ -224,12 +224,13 @@ where
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    // One timer for the stream's lifetime (not one per item).
-    let deadline = exp.map(|e| {
-        Box::pin(tokio::time::sleep_until(
-            tokio::time::Instant::now() + Duration::from_secs(e.saturating_sub(now)),
-        ))
-    });
+    // One timer for the stream's lifetime (not one per item). An expiry
+    // too far away for the clock to represent is no deadline at all.
+    let deadline = exp
+        .and_then(|e| {
+            tokio::time::Instant::now().checked_add(Duration::from_secs(e.saturating_sub(now)))
+        })
+        .map(|at| Box::pin(tokio::time::sleep_until(at)));
     let farewell: VecDeque<T> = farewell.into();
     futures_util::stream::unfold(
         (Box::pin(inner), St::Running, Some(farewell), deadline),

@@ -511,3 +511,58 @@ async fn secrets_never_reach_the_logs() {
     assert!(!all.contains(&tok), "no token in the logs");
     assert!(!all.contains(SECRET), "no signing secret in the logs");
 }
+
+/// An HS256 token with exactly these claims.
+fn hs_claims(claims: Value) -> String {
+    encode(
+        &Header::new(Algorithm::HS256),
+        &claims,
+        &EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .unwrap()
+}
+
+/// Issue 12 item 9: `nbf` is checked (a token valid from next hour is
+/// refused now), and an `exp` near u64::MAX neither panics the stream
+/// handler nor ends the stream.
+#[tokio::test]
+async fn nbf_is_checked_and_a_far_exp_is_safe() {
+    let srv = jwt_server().await;
+    let later = hs_claims(json!({
+        "sub": "t", "exp": now() + 7200, "nbf": now() + 3600, "sessions": ["*"], "scope": "publish subscribe"
+    }));
+    let (st, p) = call(&srv, "GET", "/v1/sessions/s/snapshot", Some(&later)).await;
+    assert_eq!(
+        (st, p["code"].as_str()),
+        (401, Some("token_not_yet_valid")),
+        "{p}"
+    );
+    let valid_now = hs_claims(json!({
+        "sub": "t", "exp": now() + 7200, "nbf": now() - 10, "sessions": ["*"], "scope": "publish subscribe"
+    }));
+    let (st, _) = call(&srv, "GET", "/v1/sessions/s/snapshot", Some(&valid_now)).await;
+    assert_eq!(st, 200);
+
+    for (i, exp) in [json!(u64::MAX), json!(u64::MAX / 2), json!(i64::MAX)]
+        .into_iter()
+        .enumerate()
+    {
+        let path = format!("/v1/sessions/far{i}");
+        let far = hs_claims(
+            json!({"sub": "t", "exp": exp, "sessions": ["*"], "scope": "publish subscribe"}),
+        );
+        let resp = srv
+            .http
+            .get(srv.url(&format!("{path}/stream")))
+            .bearer_auth(&far)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "exp {exp}");
+        let mut s = crate::common::Sse::from_response(resp);
+        assert_eq!(s.next().await.unwrap().event, "snapshot", "exp {exp}");
+        let (st, _) = call(&srv, "POST", &format!("{path}/events"), Some(&far)).await;
+        assert_eq!(st, 200);
+        assert_eq!(s.next().await.unwrap().event, "delta", "the stream goes on");
+    }
+}
