@@ -6,6 +6,7 @@ pub mod classes;
 pub mod fact;
 pub mod normalize;
 pub mod redact;
+pub mod strict;
 
 pub use fact::{Envelope, Fact, ScopeIds, Taxonomy};
 pub use normalize::{normalize, Issue, Limits, Normalized};

@@ -17,7 +17,7 @@ use tracing::instrument;
 use utoipa::ToSchema;
 
 use super::auth::{Caller, Scope};
-use super::extract::read_body;
+use super::extract::{read_body, reject_duplicate_keys};
 use super::{ActionId, AppState, SessionId};
 use crate::control::{self, Kind, Outgoing, RelayError, TargetError};
 use crate::error::{Problem, ProblemDoc};
@@ -140,6 +140,7 @@ pub async fn post_action(
     let result = async {
         caller.require(Scope::Control, Some(&session.0))?;
         let bytes = read_body(&headers, body, MAX_BODY).await?;
+        reject_duplicate_keys(&bytes)?;
         let out = control::action_request(&session.0, &action.0, &bytes)
             .map_err(|e| invalid("invalid_decision", "Invalid decision", e))?;
         let target = st
@@ -201,6 +202,7 @@ pub async fn post_control(
     let result = async {
         caller.require(Scope::Control, Some(&session.0))?;
         let bytes = read_body(&headers, body, MAX_BODY).await?;
+        reject_duplicate_keys(&bytes)?;
         let out = control::control_request(&session.0, &bytes)
             .map_err(|e| invalid("invalid_control", "Invalid control", e))?;
         let target = st.registry.control_target(&session.0, None).await?;

@@ -38,12 +38,34 @@ pub async fn read_body(
     })
 }
 
+/// 400 `duplicate_key` when a JSON body repeats a key in an object (I-JSON):
+/// checked before a body is read as a request, so that no two readers of it
+/// can disagree on a value. Other flaws are left to the body's own parser.
+pub fn reject_duplicate_keys(bytes: &[u8]) -> Result<(), Problem> {
+    match crate::event::strict::from_slice(bytes) {
+        Err(e) => match crate::event::strict::duplicate_key(&e) {
+            Some(key) => Err(Problem::bad_request(
+                "duplicate_key",
+                format!(
+                    "an object repeats the key `{key}` (line {}, column {}); JSON keys must be unique",
+                    e.line(),
+                    e.column()
+                ),
+            )),
+            None => Ok(()),
+        },
+        Ok(_) => Ok(()),
+    }
+}
+
 /// Longest accepted session id.
 pub const MAX_SESSION_ID: usize = 256;
 
-/// A session id from the path: 1 to 256 printable characters, no spaces or
-/// control characters (`/` is allowed when sent as `%2F`, for ids like
-/// `team-a/run-1`).
+/// A session id from the path: 1 to 256 printable characters, no spaces,
+/// control characters or invisible format characters (zero-width,
+/// bidirectional overrides and isolates: they would let one id pose as
+/// another in a listing); `/` is allowed when sent as `%2F`, for ids like
+/// `team-a/run-1`.
 #[derive(Debug, Clone)]
 pub struct SessionId(pub String);
 
@@ -51,7 +73,28 @@ pub struct SessionId(pub String);
 pub fn valid_session_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_SESSION_ID
-        && id.chars().all(|c| !c.is_control() && !c.is_whitespace())
+        && id
+            .chars()
+            .all(|c| !c.is_control() && !c.is_whitespace() && !is_invisible_format(c))
+}
+
+/// Unicode format characters that render as nothing or reorder text: soft
+/// hyphen, Arabic letter mark, zero-width space/joiners, LRM/RLM, bidi
+/// embeddings, overrides and isolates, invisible operators, the BOM,
+/// interlinear annotation marks.
+fn is_invisible_format(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{061C}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{206F}'
+            | '\u{FEFF}'
+            | '\u{FFF9}'..='\u{FFFB}'
+    )
 }
 
 /// A path parameter by name, with a problem+json rejection.

@@ -85,25 +85,19 @@ pub async fn post_events(
     let format = body_format(&headers)?;
     let limits = &st.cfg.ingest;
     let bytes = read_body(&headers, body, limits.max_body_bytes).await?;
-    let values = body::split(&bytes, format).map_err(|e| {
+    let values = body::split(&bytes, format, limits.max_events_per_batch).map_err(|e| {
         let code = match e {
+            BodyError::TooManyEvents { .. } => {
+                return Problem::payload_too_large("too_many_events", e.to_string());
+            }
             BodyError::NotUtf8 => "invalid_utf8",
             BodyError::Empty => "empty_body",
             BodyError::NotObjectOrArray => "not_an_event",
+            BodyError::DuplicateKey { .. } => "duplicate_key",
             BodyError::Json { .. } | BodyError::NdjsonLine { .. } => "invalid_json",
         };
         Problem::bad_request(code, e.to_string())
     })?;
-    if values.len() > limits.max_events_per_batch {
-        return Err(Problem::payload_too_large(
-            "too_many_events",
-            format!(
-                "{} events in one request; the limit is {}",
-                values.len(),
-                limits.max_events_per_batch
-            ),
-        ));
-    }
     st.limits
         .ingest(&session.0, caller.token_key(), values.len())?;
     let norm_limits = Limits {

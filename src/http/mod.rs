@@ -1,6 +1,7 @@
 //! HTTP: one router per resource, merged here, with the shared layers
 //! (request id, tracing span with the session id, CORS) and the JSON/404/405
-//! fallbacks as problem+json.
+//! fallbacks as problem+json; a last layer turns any other error response
+//! (a framework rejection) into problem+json too.
 
 pub mod auth;
 pub mod controls;
@@ -71,6 +72,7 @@ pub fn router(state: AppState) -> Router {
                 "this endpoint does not accept that method",
             )
         })
+        .layer(axum::middleware::map_response(problem_for_plain_errors))
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
                 let request_id = req
@@ -92,6 +94,54 @@ pub fn router(state: AppState) -> Router {
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .layer(cors)
         .with_state(state)
+}
+
+/// Every error the server writes is problem+json: an error response of
+/// another type (an extractor's rejection) becomes a problem with the same
+/// status, its text as the detail and a code named after the status.
+async fn problem_for_plain_errors(resp: axum::response::Response) -> axum::response::Response {
+    use axum::http::header::CONTENT_TYPE;
+    use axum::response::IntoResponse;
+    let status = resp.status();
+    let is_problem = resp
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, 16 * 1024)
+        .await
+        .unwrap_or_default();
+    let code = match status.as_u16() {
+        400 => "bad_request",
+        404 => "not_found",
+        405 => "method_not_allowed",
+        408 => "request_timeout",
+        413 => "body_too_large",
+        415 => "unsupported_media_type",
+        426 => "upgrade_required",
+        _ if status.is_server_error() => "internal",
+        _ => "client_error",
+    };
+    let mut problem = Problem::new(
+        status,
+        code,
+        status.canonical_reason().unwrap_or("Error"),
+        String::from_utf8_lossy(&text).trim().to_string(),
+    );
+    problem.retry_after = parts
+        .headers
+        .get(axum::http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let mut out = problem.into_response();
+    for (name, value) in &parts.headers {
+        if name != CONTENT_TYPE && name != axum::http::header::CONTENT_LENGTH {
+            out.headers_mut().entry(name).or_insert(value.clone());
+        }
+    }
+    out
 }
 
 /// The session id of a `/v1/sessions/{id}/...` path, for log spans.

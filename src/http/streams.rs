@@ -3,6 +3,7 @@
 //! and the AI SDK drop-in streams of one message (`.../ui-stream`, and the
 //! `useChat` resume route `GET /v1/chat/{id}/stream`).
 
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -259,8 +260,19 @@ pub async fn stream_ws(
     session: SessionId,
     headers: HeaderMap,
     Q(q): Q<StreamQuery>,
-    upgrade: WebSocketUpgrade,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, Problem> {
+    let upgrade = upgrade.map_err(|e| {
+        Problem::new(
+            e.status(),
+            "websocket_upgrade_required",
+            "WebSocket upgrade required",
+            format!(
+                "this endpoint is a WebSocket (send `Connection: upgrade`, `Upgrade: websocket`); {}",
+                e.body_text()
+            ),
+        )
+    })?;
     let frames = frames(&st, &caller, session, &headers, q)?;
     let heartbeat = st.heartbeat();
     let shutdown = st.shutdown.clone();

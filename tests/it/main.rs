@@ -9,6 +9,7 @@ mod conformance;
 mod controls;
 mod crash;
 mod fuzz;
+mod hostile;
 mod messages;
 mod packaging;
 mod redis;

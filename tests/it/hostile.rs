@@ -1,0 +1,200 @@
+//! Hostile input (issue 12 items 8 and 10): limits counted before values are
+//! built, strict JSON, session ids that could spoof a listing, and
+//! problem+json for every error the server writes.
+
+use serde_json::{json, Value};
+
+use crate::common::{Proc, TestServer};
+
+/// The peak resident memory of a process, in KiB (`VmHWM`).
+fn peak_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmHWM")
+}
+
+/// An 8 MiB body of `[0,0,...]` (4 million values, the batch limit is
+/// 10,000) is answered 413 without building millions of values: the
+/// server's peak memory grows by little more than the body itself (it grew
+/// by about 330 MB when every value was built first).
+#[tokio::test]
+async fn an_oversized_batch_is_refused_before_its_values_are_built() {
+    let mut p = Proc::start(&["--store", "memory", "--listen", "127.0.0.1:0"], &[]);
+    let addr = p.addr();
+    let pid = p.child.id();
+    let client = reqwest::Client::new();
+    // Warm up the paths (allocator arenas, the session) with a small post.
+    let r = client
+        .post(format!("http://{addr}/v1/sessions/big/events"))
+        .header("content-type", "application/json")
+        .body(r#"{"type":"run.started","runId":"r"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let before = peak_kib(pid);
+    let body = format!("[{}0]", "0,".repeat(4 * 1024 * 1024 - 2));
+    assert!(body.len() <= 8 * 1024 * 1024);
+    for format in ["application/json", "application/x-ndjson"] {
+        let body = if format == "application/json" {
+            body.clone()
+        } else {
+            "{}\n".repeat(2 * 1024 * 1024)
+        };
+        let r = client
+            .post(format!("http://{addr}/v1/sessions/big/events"))
+            .header("content-type", format)
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 413, "{format}");
+        let p: Value = r.json().await.unwrap();
+        assert_eq!(p["code"], "too_many_events", "{format}");
+    }
+    let grown_mib = (peak_kib(pid) - before) / 1024;
+    assert!(
+        grown_mib < 64,
+        "peak memory grew by {grown_mib} MiB for an 8 MiB body"
+    );
+    let _ = p.child.kill();
+    let _ = p.wait_exit();
+}
+
+async fn problem(resp: reqwest::Response) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    let ct = resp.headers()["content-type"].to_str().unwrap().to_string();
+    assert_eq!(ct, "application/problem+json", "status {status}");
+    (status, resp.json().await.unwrap())
+}
+
+/// Objects with a repeated key are refused (I-JSON) wherever request JSON is
+/// read, at any depth, in JSON and NDJSON, and nothing is applied.
+#[tokio::test]
+async fn repeated_json_keys_are_refused_everywhere() {
+    let srv = TestServer::builder().start().await;
+    let cases: [(&str, &str); 4] = [
+        ("application/json", r#"{"id":"e1","type":"run.started","id":"e2"}"#),
+        (
+            "application/json",
+            r#"[{"id":"ok","type":"run.started"},{"id":"e3","type":"text.delta","payload":{"delta":"a","delta":"b"}}]"#,
+        ),
+        (
+            "application/x-ndjson",
+            "{\"id\":\"ok\",\"type\":\"run.started\"}\n{\"id\":\"x\",\"id\":\"y\",\"type\":\"run.started\"}\n",
+        ),
+        ("application/json", r#"{"type":"run.started","runId":"r","runId":"s"}"#),
+    ];
+    for (ct, body) in cases {
+        let resp = srv.post_raw("dup", ct, body.as_bytes().to_vec()).await;
+        let (status, p) = problem(resp).await;
+        assert_eq!(
+            (status, p["code"].as_str()),
+            (400, Some("duplicate_key")),
+            "{body}"
+        );
+    }
+    let (_, log) = srv.get_json("/v1/sessions/dup/events").await;
+    assert_eq!(log["events"], json!([]), "nothing of any batch applied");
+    for path in ["/v1/sessions/dup/actions/a1", "/v1/sessions/dup/controls"] {
+        let resp = srv
+            .http
+            .post(srv.url(path))
+            .header("content-type", "application/json")
+            .body(r#"{"decision":"approve","type":"cancel","decision":"reject"}"#)
+            .send()
+            .await
+            .unwrap();
+        let (status, p) = problem(resp).await;
+        assert_eq!(
+            (status, p["code"].as_str()),
+            (400, Some("duplicate_key")),
+            "{path}"
+        );
+    }
+}
+
+/// Session ids with control, zero-width or bidirectional-override
+/// characters are refused: they would let one id pose as another.
+#[tokio::test]
+async fn session_ids_that_could_spoof_a_listing_are_refused() {
+    let srv = TestServer::builder().start().await;
+    for id in [
+        "%E2%80%AEgnp.exe", // U+202E right-to-left override
+        "admin%E2%80%8B",   // U+200B zero-width space
+        "a%E2%81%A6b",      // U+2066 left-to-right isolate
+        "%EF%BB%BFs",       // U+FEFF byte order mark
+        "a%E2%80%8Fb",      // U+200F right-to-left mark
+        "a%07b",            // BEL
+    ] {
+        for path in [
+            format!("/v1/sessions/{id}/events"),
+            format!("/v1/sessions/{id}/snapshot"),
+        ] {
+            let req = if path.ends_with("/events") {
+                srv.http
+                    .post(srv.url(&path))
+                    .header("content-type", "application/json")
+                    .body(r#"{"type":"run.started","runId":"r"}"#)
+            } else {
+                srv.http.get(srv.url(&path))
+            };
+            let (status, p) = problem(req.send().await.unwrap()).await;
+            assert_eq!(
+                (status, p["code"].as_str()),
+                (400, Some("invalid_session_id")),
+                "{path}"
+            );
+        }
+    }
+    let (_, page) = srv.get_json("/v1/sessions").await;
+    assert_eq!(page["sessions"], json!([]), "nothing was created");
+    // Ordinary non-ASCII ids stay valid.
+    let (status, _) = srv
+        .post(
+            "caf\u{e9}-\u{65e5}\u{672c}",
+            &json!({"type": "run.started", "runId": "r"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+}
+
+/// Every error the server itself writes is problem+json: a WebSocket route
+/// asked without an upgrade, unknown routes, wrong methods, bad queries.
+#[tokio::test]
+async fn every_error_the_server_writes_is_a_problem() {
+    let srv = TestServer::builder().start().await;
+    let ws = srv
+        .http
+        .get(srv.url("/v1/sessions/s/ws"))
+        .send()
+        .await
+        .unwrap();
+    let (status, p) = problem(ws).await;
+    assert_eq!(
+        (status, p["code"].as_str()),
+        (400, Some("websocket_upgrade_required"))
+    );
+    for (method, path, want) in [
+        ("GET", "/nope", 404),
+        ("PUT", "/v1/sessions/s/events", 405),
+        ("POST", "/v1/sessions/s/snapshot", 405),
+        ("GET", "/v1/sessions/s/events?after=x", 400),
+        ("GET", "/v1/sessions?limit=-1", 400),
+        ("GET", "/v1/sessions/s/stream?cursor=%2B1", 400),
+    ] {
+        let req = srv
+            .http
+            .request(method.parse().unwrap(), srv.url(path))
+            .send()
+            .await
+            .unwrap();
+        let (status, p) = problem(req).await;
+        assert_eq!(status, want, "{method} {path}");
+        assert!(p["code"].is_string() && p["detail"].is_string(), "{p}");
+        assert_eq!(p["status"], want);
+    }
+}
