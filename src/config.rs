@@ -131,6 +131,8 @@ pub struct LimitsConfig {
     pub max_subscribers: usize,
     pub max_live_sessions: usize,
     pub ws_max_message_bytes: usize,
+    pub body_timeout_secs: u64,
+    pub max_inflight_body_bytes: usize,
 }
 
 /// `[ingest]`
@@ -322,6 +324,12 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: &str| Err(ConfigError::Invalid(m.to_string()));
+        if self.limits.body_timeout_secs == 0 {
+            return bad("limits.body_timeout_secs must be at least 1");
+        }
+        if self.limits.max_inflight_body_bytes < self.ingest.max_body_bytes {
+            return bad("limits.max_inflight_body_bytes must be at least ingest.max_body_bytes");
+        }
         if self.ingest.max_events_per_batch == 0 {
             return bad("ingest.max_events_per_batch must be at least 1");
         }

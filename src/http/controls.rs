@@ -139,7 +139,7 @@ pub async fn post_action(
 ) -> Response {
     let result = async {
         caller.require(Scope::Control, Some(&session.0))?;
-        let bytes = read_body(&headers, body, MAX_BODY).await?;
+        let bytes = read_body(&st.limits, &headers, body, MAX_BODY).await?;
         reject_duplicate_keys(&bytes)?;
         let out = control::action_request(&session.0, &action.0, &bytes)
             .map_err(|e| invalid("invalid_decision", "Invalid decision", e))?;
@@ -201,7 +201,7 @@ pub async fn post_control(
 ) -> Response {
     let result = async {
         caller.require(Scope::Control, Some(&session.0))?;
-        let bytes = read_body(&headers, body, MAX_BODY).await?;
+        let bytes = read_body(&st.limits, &headers, body, MAX_BODY).await?;
         reject_duplicate_keys(&bytes)?;
         let out = control::control_request(&session.0, &bytes)
             .map_err(|e| invalid("invalid_control", "Invalid control", e))?;

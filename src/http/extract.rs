@@ -9,8 +9,12 @@ use crate::error::Problem;
 
 /// Read a request body of at most `max` bytes: 413 `body_too_large` past it
 /// (a declared `Content-Length` over the limit is refused before reading),
-/// 400 `body_read_failed` when the connection fails mid-body.
+/// 408 `body_timeout` when the whole body does not arrive within the
+/// limiter's deadline (a trickle counts as much as a stall), 503
+/// `server_busy` when the bodies being read hold the whole budget, 400
+/// `body_read_failed` when the connection fails mid-body.
 pub async fn read_body(
+    limits: &super::limits::Limiter,
     headers: &axum::http::HeaderMap,
     body: axum::body::Body,
     max: usize,
@@ -28,7 +32,21 @@ pub async fn read_body(
     if declared.is_some_and(|len| len > max) {
         return Err(too_large());
     }
-    axum::body::to_bytes(body, max).await.map_err(|e| {
+    let _reserved = limits.body_budget(declared.unwrap_or(max))?;
+    let read = tokio::time::timeout(limits.body_timeout, axum::body::to_bytes(body, max));
+    let Ok(read) = read.await else {
+        metrics::counter!("projector_limit_hits_total", "limit" => "body_timeout").increment(1);
+        return Err(Problem::new(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            "Request timeout",
+            format!(
+                "the request body did not arrive within {} s",
+                limits.body_timeout.as_secs()
+            ),
+        ));
+    };
+    read.map_err(|e| {
         if std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
         {
             too_large()

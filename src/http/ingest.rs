@@ -84,7 +84,7 @@ pub async fn post_events(
     caller.require(Scope::Publish, Some(&session.0))?;
     let format = body_format(&headers)?;
     let limits = &st.cfg.ingest;
-    let bytes = read_body(&headers, body, limits.max_body_bytes).await?;
+    let bytes = read_body(&st.limits, &headers, body, limits.max_body_bytes).await?;
     let values = body::split(&bytes, format, limits.max_events_per_batch).map_err(|e| {
         let code = match e {
             BodyError::TooManyEvents { .. } => {

@@ -1,7 +1,8 @@
 //! Request limits that need state: ingest rate per session and per token
-//! (token buckets, 429 with `Retry-After`), and open streams per session and
-//! in total (a guard per stream). Map entries are plain synchronous state:
-//! no lock is held across an `.await`.
+//! (token buckets, 429 with `Retry-After`), open streams per session and in
+//! total (a guard per stream), and the bytes of request bodies being read
+//! (a shared budget, with a deadline per body). Map entries are plain
+//! synchronous state: no lock is held across an `.await`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -80,6 +81,10 @@ pub struct Limiter {
     total: Arc<AtomicUsize>,
     per_session: usize,
     max_total: usize,
+    /// Request body bytes being read, in KiB permits.
+    bodies: Arc<tokio::sync::Semaphore>,
+    /// The deadline of a whole request body.
+    pub body_timeout: Duration,
 }
 
 fn too_many(code: &'static str, detail: String, retry_after: u64) -> Problem {
@@ -108,7 +113,28 @@ impl Limiter {
             total: Arc::new(AtomicUsize::new(0)),
             per_session: cfg.max_subscribers_per_session,
             max_total: cfg.max_subscribers,
+            bodies: Arc::new(tokio::sync::Semaphore::new(
+                kib(cfg.max_inflight_body_bytes),
+            )),
+            body_timeout: Duration::from_secs(cfg.body_timeout_secs),
         }
+    }
+
+    /// Reserve `bytes` of the request body budget while a body is read;
+    /// 503 `server_busy` when the budget is spent.
+    pub fn body_budget(&self, bytes: usize) -> Result<tokio::sync::OwnedSemaphorePermit, Problem> {
+        let permits = u32::try_from(kib(bytes)).unwrap_or(u32::MAX);
+        self.bodies
+            .clone()
+            .try_acquire_many_owned(permits)
+            .map_err(|_| {
+                metrics::counter!("projector_limit_hits_total", "limit" => "inflight_body_bytes")
+                    .increment(1);
+                Problem::unavailable(
+                    "server_busy",
+                    "too many request bodies are being read at once; retry shortly",
+                )
+            })
     }
 
     /// Charge `events` to the session's and the token's ingest rate.
@@ -193,6 +219,13 @@ impl Drop for SubscriberSlot {
             *n == 0
         });
     }
+}
+
+/// Bytes as KiB permits (at least one).
+fn kib(bytes: usize) -> usize {
+    bytes
+        .div_ceil(1024)
+        .clamp(1, tokio::sync::Semaphore::MAX_PERMITS)
 }
 
 #[cfg(test)]

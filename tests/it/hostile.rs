@@ -198,3 +198,101 @@ async fn every_error_the_server_writes_is_a_problem() {
         assert_eq!(p["status"], want);
     }
 }
+
+/// Issue 12 item 7: a request body is bounded in time as a whole (a body
+/// that stalls, or trickles a byte at a time, gets 408 `body_timeout` and
+/// its connection closed) and in memory (the bodies being read share a
+/// budget; past it, 503 `server_busy` until one is done).
+#[tokio::test]
+async fn slow_bodies_are_bounded_in_time_and_memory() {
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let srv = TestServer::builder()
+        .config(|c| {
+            c.limits.body_timeout_secs = 1;
+            c.ingest.max_body_bytes = 64 * 1024;
+            c.limits.max_inflight_body_bytes = 64 * 1024;
+        })
+        .start()
+        .await;
+    let open = || async {
+        let mut s = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+        s.write_all(
+            b"POST /v1/sessions/slow/events HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+              transfer-encoding: chunked\r\n\r\n5\r\n[{\"ty\r\n",
+        )
+        .await
+        .unwrap();
+        s
+    };
+    // Everything the server sends until it closes the connection.
+    async fn until_closed(mut s: tokio::net::TcpStream) -> String {
+        let mut out = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+            .await
+            .expect("the server closes the connection")
+            .unwrap();
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    // A stalled body holds the whole budget: another body is refused.
+    let t0 = Instant::now();
+    let stalled = open().await;
+    let busy = srv
+        .post_raw(
+            "other",
+            "application/json",
+            br#"{"type":"run.started","runId":"r"}"#.to_vec(),
+        )
+        .await;
+    let (status, p) = problem(busy).await;
+    assert_eq!((status, p["code"].as_str()), (503, Some("server_busy")));
+    let reply = until_closed(stalled).await;
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(
+        reply.contains("application/problem+json") && reply.contains("\"body_timeout\""),
+        "{reply}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "answered at the deadline"
+    );
+    // The budget is back.
+    let (status, _) = srv
+        .post("other", &json!({"type": "run.started", "runId": "r"}))
+        .await;
+    assert_eq!(status, 200);
+
+    // A trickle (a byte every 100 ms) is bounded as a whole, not per read.
+    let (mut rd, mut wr) = open().await.into_split();
+    let t0 = Instant::now();
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let writer = tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = &mut stopped => break,
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                    if wr.write_all(b"1\r\n \r\n").await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&reply).contains("body_timeout") {
+        match tokio::time::timeout(Duration::from_secs(10), rd.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => reply.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    let _ = stop.send(());
+    writer.await.unwrap();
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    let (_, log) = srv.get_json("/v1/sessions/slow/events").await;
+    assert_eq!(log["events"], json!([]), "nothing applied");
+}
