@@ -244,7 +244,19 @@ mod tests {
             max_subscribers: 3,
             max_live_sessions: 10,
             ws_max_message_bytes: 4096,
+            body_timeout_secs: 1,
+            max_inflight_body_bytes: 4096,
         }
+    }
+
+    #[test]
+    fn the_body_budget_is_shared_and_comes_back() {
+        let l = Limiter::new(&cfg());
+        let a = l.body_budget(3000).expect("within the budget");
+        let e = l.body_budget(2000).unwrap_err();
+        assert_eq!((e.status, e.code.as_ref()), (503, "server_busy"));
+        drop(a);
+        assert!(l.body_budget(4096).is_ok());
     }
 
     #[test]
