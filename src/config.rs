@@ -168,6 +168,7 @@ pub struct RetentionConfig {
 #[serde(deny_unknown_fields)]
 pub struct StorageConfig {
     pub min_free_bytes: u64,
+    pub cache_bytes: usize,
 }
 
 /// `[redis]`: the shared store of a multi-node deployment (`store = "redis"`).
@@ -443,6 +444,7 @@ mod tests {
         assert_eq!(c.store, StoreKind::Embedded);
         assert_eq!(c.ingest.inline_payload_bytes, 32_000);
         assert_eq!(c.retention.max_events_per_session, 100_000);
+        assert_eq!(c.storage.cache_bytes, 64 << 20, "not redb's 1 GiB");
     }
 
     #[test]
@@ -454,6 +456,8 @@ mod tests {
                 ("PROJECTOR_STORE", "memory"),
                 ("PROJECTOR_STREAM__HEARTBEAT_SECS", "3"),
                 ("PROJECTOR_RETENTION__MAX_EVENTS_PER_SESSION", "5000"),
+                ("PROJECTOR_STORAGE__CACHE_BYTES", "1048576"),
+                ("PROJECTOR_LIMITS__BODY_TIMEOUT_SECS", "7"),
                 (
                     "PROJECTOR_HTTP__CORS_ALLOWED_ORIGINS",
                     r#"["http://a.test"]"#,
@@ -471,6 +475,8 @@ mod tests {
         assert_eq!(c.store, StoreKind::Memory);
         assert_eq!(c.stream.heartbeat_secs, 3);
         assert_eq!(c.retention.max_events_per_session, 5000);
+        assert_eq!(c.storage.cache_bytes, 1 << 20);
+        assert_eq!(c.limits.body_timeout_secs, 7);
         assert_eq!(c.http.cors_allowed_origins, vec!["http://a.test"]);
     }
 

@@ -61,6 +61,7 @@ pub fn open_store(cfg: &Config) -> Result<SharedLog, StoreError> {
             EmbeddedOptions {
                 retention,
                 min_free_bytes: cfg.storage.min_free_bytes,
+                cache_bytes: cfg.storage.cache_bytes,
             },
         )?),
         StoreKind::Redis => Arc::new(RedisLog::open(

@@ -8,6 +8,7 @@ mod common;
 mod conformance;
 mod controls;
 mod crash;
+mod full_disk;
 mod fuzz;
 mod hostile;
 mod messages;

@@ -5,6 +5,7 @@
 
 /// Shared with the Redis store, which keeps checkpoints in the same layout.
 pub(crate) mod codec;
+mod slot;
 mod writer;
 
 use std::ops::Bound;
@@ -12,11 +13,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::{ReadableTable, TableDefinition};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{AppendBatch, Checkpoint, EventLog, Retention, SessionMeta, StoreError, StoredEvent};
-use writer::{Job, Writer};
+use slot::DbSlot;
+use writer::{Job, Msg, Writer};
 
 const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
 const IDS: TableDefinition<(&str, &str), u64> = TableDefinition::new("event_ids");
@@ -35,13 +37,15 @@ pub struct EmbeddedOptions {
     pub retention: Retention,
     /// Appends are refused with 503 `store_full` below this much free space.
     pub min_free_bytes: u64,
+    /// redb's page cache, in bytes.
+    pub cache_bytes: usize,
 }
 
 /// The redb backend.
 pub struct EmbeddedLog {
-    db: Arc<Database>,
+    slot: Arc<DbSlot>,
     path: PathBuf,
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<Msg>,
     writer: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -79,7 +83,7 @@ impl EmbeddedLog {
             path: dir.display().to_string(),
             source: Box::new(e),
         })?;
-        let db = Database::create(&path).map_err(|e| wrap(Box::new(e)))?;
+        let db = slot::open_db(&path, opts.cache_bytes).map_err(|e| wrap(Box::new(e)))?;
         let txn = db.begin_write().map_err(|e| wrap(Box::new(e)))?;
         {
             txn.open_table(EVENTS).map_err(|e| wrap(Box::new(e)))?;
@@ -108,10 +112,15 @@ impl EmbeddedLog {
             }
         }
         txn.commit().map_err(|e| wrap(Box::new(e)))?;
-        let db = Arc::new(db);
+        let slot = Arc::new(DbSlot::new(
+            db,
+            path.clone(),
+            dir.to_path_buf(),
+            opts.cache_bytes,
+        ));
         let (jobs, rx) = mpsc::channel(4096);
         let writer = Writer {
-            db: db.clone(),
+            slot: slot.clone(),
             path: path.clone(),
             dir: dir.to_path_buf(),
             retention: opts.retention,
@@ -122,7 +131,7 @@ impl EmbeddedLog {
             .spawn(move || writer.run(rx))
             .map_err(|e| wrap(Box::new(e)))?;
         Ok(EmbeddedLog {
-            db,
+            slot,
             path,
             jobs,
             writer: Some(writer),
@@ -135,7 +144,10 @@ impl EmbeddedLog {
     ) -> Result<SessionMeta, StoreError> {
         let (reply, rx) = oneshot::channel();
         let stopped = || StoreError::Unavailable("the store writer has stopped".into());
-        self.jobs.send(make(reply)).await.map_err(|_| stopped())?;
+        self.jobs
+            .send(Msg::Write(make(reply)))
+            .await
+            .map_err(|_| stopped())?;
         rx.await.map_err(|_| stopped())?
     }
 
@@ -144,7 +156,7 @@ impl EmbeddedLog {
         &self,
         f: impl FnOnce(&redb::ReadTransaction) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let db = self.db.clone();
+        let db = self.slot.get()?;
         let path = self.path.clone();
         tokio::task::spawn_blocking(move || {
             let r = db.begin_read().map_err(|e| StoreError::Embedded {
@@ -260,13 +272,18 @@ impl EventLog for EmbeddedLog {
         .await
     }
 
+    /// Ready when reads work and writes can go on: the probe goes through
+    /// the writer, which reopens a database whose writes failed once space
+    /// is back (so a readiness check is also what brings it back).
     async fn ready(&self) -> Result<(), StoreError> {
-        if self.jobs.is_closed() {
-            return Err(StoreError::Unavailable(
-                "the store writer has stopped".into(),
-            ));
-        }
-        self.read_txn(|_| Ok(())).await
+        self.read_txn(|_| Ok(())).await?;
+        let (reply, rx) = oneshot::channel();
+        let stopped = || StoreError::Unavailable("the store writer has stopped".into());
+        self.jobs
+            .send(Msg::Probe(reply))
+            .await
+            .map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
     }
 
     async fn delete(&self, session: &str) -> Result<SessionMeta, StoreError> {
@@ -351,6 +368,7 @@ mod tests {
                 max_age_ms: Some(3_600_000),
             },
             min_free_bytes: 0,
+            cache_bytes: 4 << 20,
         }
     }
 

@@ -12,10 +12,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use redb::{Database, ReadableTable, WriteTransaction};
+use redb::{ReadableTable, WriteTransaction};
 use tokio::sync::{mpsc, oneshot};
 
 use super::codec::{self, checkpoint_cursor, event_header};
+use super::slot::DbSlot;
 use super::{CHECKPOINTS, EVENTS, IDS, META};
 use crate::store::{
     age_trim_to, check_cursors, is_forgettable, now_ms, trim_to, AppendBatch, Retention,
@@ -51,6 +52,13 @@ pub(super) enum Job {
     },
 }
 
+/// What the writer thread takes from its channel.
+pub(super) enum Msg {
+    Write(Job),
+    /// Readiness: can the store write (after reopening it if it must)?
+    Probe(oneshot::Sender<Result<(), StoreError>>),
+}
+
 impl Job {
     fn reply(self, r: Result<SessionMeta, StoreError>) {
         let reply = match self {
@@ -65,7 +73,7 @@ impl Job {
 
 /// What the writer needs.
 pub(super) struct Writer {
-    pub db: Arc<Database>,
+    pub slot: Arc<DbSlot>,
     pub path: PathBuf,
     pub dir: PathBuf,
     pub retention: Retention,
@@ -78,16 +86,40 @@ struct Abort(String);
 
 impl Writer {
     /// Serve jobs until every sender is gone.
-    pub fn run(self, mut rx: mpsc::Receiver<Job>) {
+    pub fn run(self, mut rx: mpsc::Receiver<Msg>) {
         while let Some(first) = rx.blocking_recv() {
-            let mut jobs = vec![first];
-            while jobs.len() < MAX_GROUP {
+            let mut msgs = vec![first];
+            while msgs.len() < MAX_GROUP {
                 match rx.try_recv() {
-                    Ok(j) => jobs.push(j),
+                    Ok(m) => msgs.push(m),
                     Err(_) => break,
                 }
             }
-            self.commit_group(jobs);
+            let mut jobs = Vec::with_capacity(msgs.len());
+            let mut probes = Vec::new();
+            for m in msgs {
+                match m {
+                    Msg::Write(job) => jobs.push(job),
+                    Msg::Probe(reply) => probes.push(reply),
+                }
+            }
+            // After a failed write, the database is reopened before the
+            // next one (once space is back); until then every job is refused.
+            if let Err(e) = self.slot.recover(self.min_free_bytes) {
+                for reply in probes {
+                    let _ = reply.send(Err(e.again()));
+                }
+                for job in jobs {
+                    job.reply(Err(e.again()));
+                }
+                continue;
+            }
+            for reply in probes {
+                let _ = reply.send(Ok(()));
+            }
+            if !jobs.is_empty() {
+                self.commit_group(jobs);
+            }
         }
     }
 
@@ -95,21 +127,15 @@ impl Writer {
         if self.min_free_bytes == 0 {
             return None;
         }
-        match rustix::fs::statvfs(&self.dir) {
-            Ok(st) => {
-                let free = st.f_bavail.saturating_mul(st.f_frsize);
-                (free < self.min_free_bytes).then(|| {
-                    format!(
-                        "{free} bytes free in {}, below storage.min_free_bytes ({})",
-                        self.dir.display(),
-                        self.min_free_bytes
-                    )
-                })
-            }
-            Err(e) => Some(format!(
-                "cannot read free space of {}: {e}",
-                self.dir.display()
-            )),
+        match self.slot.free_bytes() {
+            Ok(free) => (free < self.min_free_bytes).then(|| {
+                format!(
+                    "{free} bytes free in {}, below storage.min_free_bytes ({})",
+                    self.dir.display(),
+                    self.min_free_bytes
+                )
+            }),
+            Err(e) => Some(e),
         }
     }
 
@@ -129,9 +155,13 @@ impl Writer {
         if admitted.is_empty() {
             return;
         }
-        let txn = match self.db.begin_write() {
+        let db = match self.slot.get() {
+            Ok(db) => db,
+            Err(e) => return fail_all(admitted, &e.to_string()),
+        };
+        let txn = match db.begin_write() {
             Ok(t) => t,
-            Err(e) => return fail_all(admitted, &self.unavailable(&e)),
+            Err(e) => return self.fail(admitted, &e),
         };
         let mut results = Vec::with_capacity(admitted.len());
         for job in &admitted {
@@ -139,12 +169,13 @@ impl Writer {
                 Ok(r) => results.push(r),
                 Err(Abort(why)) => {
                     drop(txn);
+                    self.slot.mark_broken(&why);
                     return fail_all(admitted, &why);
                 }
             }
         }
         if let Err(e) = txn.commit() {
-            return fail_all(admitted, &self.unavailable(&e));
+            return self.fail(admitted, &e);
         }
         metrics::histogram!("projector_store_group_jobs").record(admitted.len() as f64);
         metrics::histogram!("projector_store_commit_seconds")
@@ -152,6 +183,14 @@ impl Writer {
         for (job, r) in admitted.into_iter().zip(results) {
             job.reply(r);
         }
+    }
+
+    /// A write failed: nothing of the group was applied; the database is
+    /// reopened before the next one.
+    fn fail(&self, jobs: Vec<Job>, e: &dyn std::fmt::Display) {
+        let why = self.unavailable(e);
+        self.slot.mark_broken(&why);
+        fail_all(jobs, &why);
     }
 
     fn unavailable(&self, e: &dyn std::fmt::Display) -> String {
@@ -304,6 +343,6 @@ fn remove_events(
 
 fn fail_all(jobs: Vec<Job>, why: &str) {
     for job in jobs {
-        job.reply(Err(StoreError::Unavailable(why.to_string())));
+        job.reply(Err(DbSlot::refusal(why.to_string())));
     }
 }
