@@ -283,6 +283,9 @@ pub struct AuthOverrides {
 pub enum ConfigError {
     #[error("configuration: {0}")]
     Figment(#[from] Box<figment::Error>),
+    /// A value of the wrong type or form, named by where it was set.
+    #[error("configuration: {0}")]
+    Value(String),
     #[error("config file {0} does not exist")]
     MissingFile(PathBuf),
     #[error("invalid configuration: {0}")]
@@ -310,10 +313,13 @@ impl Config {
             // multi-node tests), not to the server's configuration.
             .filter(|(k, _)| k.starts_with("PROJECTOR_") && !k.starts_with("PROJECTOR_TEST_"))
             .collect();
+        let env_keys: Vec<String> = vars.iter().map(|(k, _)| k.clone()).collect();
         fig = fig
             .merge(env_provider(vars))
             .merge(Serialized::defaults(overrides));
-        let cfg: Config = fig.extract().map_err(Box::new)?;
+        let cfg: Config = fig
+            .extract()
+            .map_err(|e| ConfigError::Value(where_set(&e, &env_keys, file)))?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -373,6 +379,23 @@ impl Config {
         crate::control::validate(&self.controls).map_err(ConfigError::Invalid)?;
         Ok(())
     }
+}
+
+/// A value error, named by where its key was set: the environment variable
+/// (`PROJECTOR_STREAM__HEARTBEAT_SECS`), the config file, or the flags.
+fn where_set(e: &figment::Error, env_keys: &[String], file: Option<&Path>) -> String {
+    let key = e.path.join(".");
+    let var = format!("PROJECTOR_{}", e.path.join("__").to_ascii_uppercase());
+    let origin = if e.path.is_empty() {
+        "the configuration".to_string()
+    } else if env_keys.iter().any(|k| k.eq_ignore_ascii_case(&var)) {
+        format!("environment variable {var} (key {key})")
+    } else if let Some(f) = file {
+        format!("key {key} (config file {} or a flag)", f.display())
+    } else {
+        format!("key {key}")
+    };
+    format!("{origin}: {}", e.kind)
 }
 
 /// Env vars as a figment provider: `PROJECTOR_STREAM__HEARTBEAT_SECS` ->

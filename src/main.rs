@@ -1,6 +1,7 @@
 //! The `agent-projector` binary: parse flags, load config, init tracing,
 //! then serve (default), check health (`healthcheck`, for container
-//! HEALTHCHECKs without curl) or print the OpenAPI document (`openapi`).
+//! HEALTHCHECKs without curl), mint a token from the configured HS256 secret
+//! (`token`) or print the OpenAPI document (`openapi`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -63,9 +64,27 @@ enum Cmd {
     Serve,
     /// Exit 0 when the server at the configured address answers /readyz.
     Healthcheck {
-        /// Address to probe; defaults to the configured listen address.
+        /// Address to probe (`host:port`, e.g. `localhost:8080`); defaults to
+        /// the configured listen address.
         #[arg(long)]
-        addr: Option<SocketAddr>,
+        addr: Option<String>,
+    },
+    /// Print a JWT signed with the configured auth.hs256_secret
+    /// (PROJECTOR_AUTH__HS256_SECRET), for curl and scripts.
+    Token {
+        /// A session the token may use: an id or a pattern (`team-a/*`, `*`);
+        /// repeat for several.
+        #[arg(long = "session", default_value = "*")]
+        sessions: Vec<String>,
+        /// A scope: publish, subscribe, control or admin; repeat for several.
+        #[arg(long = "scope", default_value = "subscribe")]
+        scopes: Vec<String>,
+        /// How long the token is valid: seconds, or with a unit (30m, 12h, 7d).
+        #[arg(long, default_value = "1h", value_parser = parse_ttl)]
+        ttl: Duration,
+        /// The token's subject (`sub`), shown in logs.
+        #[arg(long, default_value = "agent-projector-cli")]
+        sub: String,
     },
     /// Print the OpenAPI document.
     Openapi,
@@ -108,7 +127,32 @@ fn main() -> ExitCode {
             print!("{}", agent_projector::openapi::spec_json());
             ExitCode::SUCCESS
         }
-        Cmd::Healthcheck { addr } => rt.block_on(healthcheck(addr.unwrap_or(cfg.listen))),
+        Cmd::Healthcheck { addr } => {
+            rt.block_on(healthcheck(addr.unwrap_or_else(|| cfg.listen.to_string())))
+        }
+        Cmd::Token {
+            sessions,
+            scopes,
+            ttl,
+            sub,
+        } => {
+            let grant = agent_projector::http::auth::Grant {
+                sub,
+                sessions,
+                scopes,
+                ttl,
+            };
+            match agent_projector::http::auth::mint(&cfg.auth, &grant) {
+                Ok(token) => {
+                    println!("{token}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("agent-projector token: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Cmd::Serve => {
             init_tracing(&cfg);
             rt.block_on(serve(cfg))
@@ -116,10 +160,34 @@ fn main() -> ExitCode {
     }
 }
 
+/// `30`, `90s`, `30m`, `12h`, `7d`.
+fn parse_ttl(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration like 3600, 30m, 12h or 7d"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => return Err(format!("`{s}`: the unit is s, m, h or d")),
+    };
+    if secs == 0 {
+        return Err("the ttl must be at least one second".into());
+    }
+    Ok(Duration::from_secs(secs))
+}
+
 fn init_tracing(cfg: &Config) {
+    use std::io::IsTerminal;
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(cfg.log.level.clone()));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // Colours only for a person at a terminal (and never with NO_COLOR).
+    let ansi = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi);
     match cfg.log.format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
@@ -139,8 +207,8 @@ async fn serve(cfg: Config) -> ExitCode {
     match agent_projector::run(cfg, listener, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            // Once, in the log (which goes to the terminal or the collector).
             tracing::error!(error = %format!("{e:#}"), "agent-projector failed");
-            eprintln!("agent-projector: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -167,10 +235,11 @@ async fn signals(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
-/// A minimal HTTP/1.0 GET of /readyz; no HTTP client in the image.
-async fn healthcheck(addr: SocketAddr) -> ExitCode {
+/// A minimal HTTP/1.0 GET of /readyz; no HTTP client in the image. `addr`
+/// is `host:port`; a host name is resolved (every address is tried).
+async fn healthcheck(addr: String) -> ExitCode {
     let probe = async {
-        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        let mut s = tokio::net::TcpStream::connect(addr.as_str()).await?;
         s.write_all(format!("GET /readyz HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
             .await?;
         let mut buf = Vec::new();

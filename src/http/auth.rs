@@ -194,12 +194,70 @@ pub enum AuthSetupError {
     BadKey { path: String, detail: String },
 }
 
+/// Shortest HS256 secret that is not warned about (RFC 7518 §3.2: a key of
+/// at least the hash's size, 256 bits).
+pub const MIN_HS256_SECRET: usize = 32;
+
+/// What a minted token allows (`agent-projector token`).
+#[derive(Debug, Clone)]
+pub struct Grant {
+    pub sub: String,
+    /// Exact session ids or patterns (`team-a/*`, `*`).
+    pub sessions: Vec<String>,
+    /// Scope names: publish, subscribe, control, admin.
+    pub scopes: Vec<String>,
+    pub ttl: std::time::Duration,
+}
+
+/// Mint an HS256 token with the configured secret, as the server verifies
+/// it (`aud` and `iss` included when configured). RS256/ES256 tokens are
+/// minted by whoever holds the private key; the server has public keys only.
+pub fn mint(cfg: &AuthConfig, grant: &Grant) -> Result<String, String> {
+    if cfg.hs256_secret.is_empty() {
+        return Err("auth.hs256_secret is empty: set PROJECTOR_AUTH__HS256_SECRET (RS256/ES256 tokens are minted by whoever holds the private key)".into());
+    }
+    if let Some(bad) = grant.scopes.iter().find(|s| Scope::parse(s).is_none()) {
+        return Err(format!(
+            "unknown scope `{bad}`: use publish, subscribe, control or admin"
+        ));
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_secs();
+    let mut claims = serde_json::json!({
+        "sub": grant.sub,
+        "iat": now,
+        "exp": now.saturating_add(grant.ttl.as_secs()),
+        "sessions": grant.sessions,
+        "scope": grant.scopes.join(" "),
+    });
+    if !cfg.audience.is_empty() {
+        claims["aud"] = cfg.audience.clone().into();
+    }
+    if !cfg.issuer.is_empty() {
+        claims["iss"] = cfg.issuer.clone().into();
+    }
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(Algorithm::HS256),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(cfg.hs256_secret.as_bytes()),
+    )
+    .map_err(|e| e.to_string())
+}
+
 impl Authenticator {
     /// Build from config, reading PEM and JWKS files.
     pub fn from_config(cfg: &AuthConfig) -> Result<Authenticator, AuthSetupError> {
         let mut keys = HashMap::new();
         if cfg.mode == AuthMode::Jwt {
             if !cfg.hs256_secret.is_empty() {
+                if cfg.hs256_secret.len() < MIN_HS256_SECRET {
+                    tracing::warn!(
+                        bytes = cfg.hs256_secret.len(),
+                        "auth.hs256_secret is shorter than {MIN_HS256_SECRET} bytes: tokens signed with it can be brute-forced; use a random secret of at least {MIN_HS256_SECRET} bytes (e.g. `openssl rand -hex 32`)"
+                    );
+                }
                 let k = || Key {
                     alg: Algorithm::HS256,
                     key: DecodingKey::from_secret(cfg.hs256_secret.as_bytes()),

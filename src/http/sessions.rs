@@ -139,6 +139,7 @@ pub struct Deleted {
     responses(
         (status = 200, description = "Deleted; live subscribers got reset + an empty snapshot", body = Deleted),
         (status = 400, description = "Invalid session id", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "No such session: it never existed", body = ProblemDoc, content_type = "application/problem+json"),
         (status = 503, description = "Store unavailable", body = ProblemDoc, content_type = "application/problem+json"),
     )
 )]
@@ -149,6 +150,14 @@ pub async fn delete_session(
     session: SessionId,
 ) -> Result<Json<Deleted>, Problem> {
     caller.require(Scope::Admin, Some(&session.0))?;
+    // A session that never existed is not there to delete (a tombstone of
+    // an earlier deletion is: deleting again is harmless).
+    if st.registry.store().meta(&session.0).await?.is_none() {
+        return Err(Problem::not_found(format!(
+            "no session `{}`",
+            session.0.escape_debug()
+        )));
+    }
     let meta = st.registry.delete(&session.0).await?;
     Ok(Json(Deleted {
         session_id: session.0,

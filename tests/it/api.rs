@@ -1071,3 +1071,31 @@ async fn an_sse_id_of_another_epoch_resumes_as_reset() {
         assert_eq!(p["code"], "invalid_cursor");
     }
 }
+
+/// Issue 12 item 14: deleting a session that never existed answers 404
+/// (and creates nothing); deleting a deleted one again is harmless.
+#[tokio::test]
+async fn deleting_a_session_that_never_existed_is_404() {
+    let srv = TestServer::builder().start().await;
+    let r = srv
+        .http
+        .delete(srv.url("/v1/sessions/never"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let p: Value = r.json().await.unwrap();
+    assert_eq!(p["code"], "not_found");
+    let (_, page) = srv.get_json("/v1/sessions").await;
+    assert_eq!(page["sessions"], json!([]));
+    srv.post("once", &text_tool_text()).await;
+    for _ in 0..2 {
+        let r = srv
+            .http
+            .delete(srv.url("/v1/sessions/once"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+}

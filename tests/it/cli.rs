@@ -135,3 +135,135 @@ fn config_file_layers_over_defaults() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// All the output of the binary run with `args` and `envs` (stdout and
+/// stderr piped, so not a terminal; NO_COLOR unset), and its exit code.
+fn run_captured(args: &[&str], envs: &[(&str, &str)]) -> (String, Option<i32>) {
+    let out = Command::new(BIN)
+        .args(args)
+        .envs(envs.iter().copied())
+        .env_remove("NO_COLOR")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    (text, out.status.code())
+}
+
+/// Issue 12 item 14: a bad environment value names the variable (not a
+/// place in the source); a fatal start error is printed once; no ANSI
+/// colour codes when the output is not a terminal.
+#[test]
+fn start_errors_name_the_variable_once_and_without_colour() {
+    let (out, code) = run_captured(
+        &["--store", "memory", "--listen", "127.0.0.1:0"],
+        &[("PROJECTOR_STREAM__HEARTBEAT_SECS", "abc")],
+    );
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("PROJECTOR_STREAM__HEARTBEAT_SECS"), "{out}");
+    assert!(!out.contains("src/config.rs"), "{out}");
+
+    let dir = tempdir("cli-once");
+    let file = dir.join("projector.redb");
+    std::fs::write(&file, b"not a database").unwrap();
+    let (out, code) = run_captured(
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_ne!(code, Some(0));
+    assert_eq!(
+        out.matches(file.to_str().unwrap()).count(),
+        1,
+        "the error once: {out}"
+    );
+    assert!(
+        !out.contains('\u{1b}'),
+        "no ANSI codes in piped output: {out:?}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `healthcheck --addr localhost:PORT` resolves the host name.
+#[test]
+fn healthcheck_takes_a_host_name() {
+    let mut p = Proc::start(&["--store", "memory", "--listen", "127.0.0.1:0"], &[]);
+    let port = p.addr().rsplit(':').next().unwrap().to_string();
+    assert!(healthcheck(&format!("localhost:{port}")));
+    let _ = p.child.kill();
+    let _ = p.wait_exit();
+}
+
+/// `agent-projector token` mints a token the server accepts, for exactly
+/// the sessions and scopes asked; without a secret it says what to set; a
+/// short HS256 secret is warned about at start.
+#[tokio::test]
+async fn token_mints_what_the_server_accepts() {
+    const SECRET: &str = "0123456789abcdef0123456789abcdef-long-enough";
+    let env = [
+        ("PROJECTOR_AUTH__MODE", "jwt"),
+        ("PROJECTOR_AUTH__HS256_SECRET", SECRET),
+    ];
+    let (token, code) = run_captured(
+        &[
+            "token",
+            "--session",
+            "team-a/*",
+            "--scope",
+            "publish",
+            "--scope",
+            "subscribe",
+            "--ttl",
+            "10m",
+        ],
+        &env,
+    );
+    assert_eq!(code, Some(0), "{token}");
+    let token = token.trim().to_string();
+    assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+    let mut p = Proc::start(&["--store", "memory", "--listen", "127.0.0.1:0"], &env);
+    let base = format!("http://{}", p.addr());
+    let http = reqwest::Client::new();
+    let post = |session: &str| {
+        http.post(format!("{base}/v1/sessions/{session}/events"))
+            .bearer_auth(&token)
+            .json(&serde_json::json!({"type": "run.started", "runId": "r"}))
+            .send()
+    };
+    assert_eq!(post("team-a%2Frun-1").await.unwrap().status(), 200);
+    assert_eq!(
+        post("team-b").await.unwrap().status(),
+        403,
+        "only its sessions"
+    );
+    let del = http
+        .delete(format!("{base}/v1/sessions/team-a%2Frun-1"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(del.status(), 403, "only its scopes");
+    let _ = p.child.kill();
+    let _ = p.wait_exit();
+
+    let (out, code) = run_captured(&["token"], &[]);
+    assert_eq!(code, Some(2));
+    assert!(out.contains("PROJECTOR_AUTH__HS256_SECRET"), "{out}");
+    let (out, code) = run_captured(&["token", "--scope", "everything"], &env);
+    assert_eq!(code, Some(2));
+    assert!(out.contains("unknown scope"), "{out}");
+
+    let p = Proc::start(
+        &["--store", "memory", "--listen", "127.0.0.1:0"],
+        &[
+            ("PROJECTOR_AUTH__MODE", "jwt"),
+            ("PROJECTOR_AUTH__HS256_SECRET", "short"),
+        ],
+    );
+    p.wait_line("shorter than 32 bytes");
+}
