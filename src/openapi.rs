@@ -1,5 +1,7 @@
-//! The OpenAPI document, generated from the handlers' annotations. The
-//! committed `openapi/openapi.json` is checked against it by a test.
+//! The OpenAPI document, generated from the handlers' annotations and
+//! completed with what holds for every route of a kind (auth, limits, body
+//! reading, the store) and the schemas of events and frames. The committed
+//! `openapi/openapi.json` is checked against it by a test.
 
 use utoipa::OpenApi;
 
@@ -43,14 +45,218 @@ use crate::session::{IngestOutcome, Warning};
 )]
 struct ApiDoc;
 
-/// The OpenAPI document.
-pub fn spec() -> utoipa::openapi::OpenApi {
-    ApiDoc::openapi()
-}
-
 /// The document as committed under `openapi/openapi.json` (pretty, newline-terminated).
 pub fn spec_json() -> String {
-    let mut s = serde_json::to_string_pretty(&spec()).expect("openapi serialises");
+    let mut s = serde_json::to_string_pretty(&document()).expect("openapi serialises");
     s.push('\n');
     s
+}
+/// The document as served and committed: utoipa's, completed by
+/// [`complete`].
+pub fn document() -> serde_json::Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("openapi serialises");
+    complete(&mut doc);
+    doc
+}
+
+/// What the handler annotations cannot say once per route: the request
+/// schema of events (JSON and NDJSON), the frame, snapshot, chunk and reset
+/// schemas, and the problem statuses every route of a kind can return
+/// (auth, limits, body reading, the store), added where a route does not
+/// document them itself.
+fn complete(doc: &mut serde_json::Value) {
+    use serde_json::json;
+    let schemas = doc["components"]["schemas"]
+        .as_object_mut()
+        .expect("components.schemas");
+    for (name, schema) in frame_schemas() {
+        schemas.insert(name.into(), schema);
+    }
+    schemas.insert(
+        "EventEnvelope".into(),
+        crate::event::normalize::envelope_schema(),
+    );
+    schemas.insert(
+        "EventBody".into(),
+        json!({"oneOf": [
+            {"$ref": "#/components/schemas/EventEnvelope"},
+            {"type": "array", "minItems": 1, "items": {"$ref": "#/components/schemas/EventEnvelope"}}
+        ]}),
+    );
+    let problem = |what: &str| {
+        json!({"description": what,
+               "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}})
+    };
+    let paths = doc["paths"].as_object_mut().expect("paths");
+    for (path, item) in paths.iter_mut() {
+        for (method, op) in item.as_object_mut().expect("path item").iter_mut() {
+            let responses = op["responses"].as_object_mut().expect("responses");
+            let mut add = |status: &str, what: &str| {
+                responses.entry(status).or_insert_with(|| problem(what));
+            };
+            let api = path.starts_with("/v1/");
+            let has_body = method == "post";
+            let stream =
+                path.ends_with("/stream") || path.ends_with("/ws") || path.ends_with("/ui-stream");
+            if api || path == "/metrics" {
+                add("401", "`missing_token`, `invalid_token`, `token_expired`, `token_not_yet_valid` (auth.mode = \"jwt\")");
+                add(
+                    "403",
+                    "`insufficient_scope` or `session_not_allowed`: the token does not allow this",
+                );
+            }
+            if api {
+                add("400", "`invalid_session_id`, `invalid_path`, `invalid_query`, `invalid_cursor`, ...: the request cannot be read");
+                add(
+                    "503",
+                    "`store_unavailable`, `store_full` or `shutting_down`; nothing was applied",
+                );
+            }
+            if stream {
+                add("404", "No such message (AI SDK streams)");
+                add("429", "`too_many_subscribers`: the stream limits of the session or the server are reached");
+            }
+            if has_body {
+                add(
+                    "400",
+                    "`invalid_json`, `duplicate_key`, `empty_body`, ...: the body cannot be read",
+                );
+                add(
+                    "408",
+                    "`body_timeout`: the whole body did not arrive within limits.body_timeout_secs",
+                );
+                add("413", "`body_too_large` or `too_many_events`");
+                add(
+                    "503",
+                    "`server_busy`: the bodies being read hold the whole budget; retry",
+                );
+            }
+        }
+    }
+    let events =
+        &mut doc["paths"]["/v1/sessions/{session_id}/events"]["post"]["requestBody"]["content"];
+    *events = json!({
+        "application/json": {"schema": {"$ref": "#/components/schemas/EventBody"}},
+        "application/x-ndjson": {"schema": {"type": "string", "description": "One EventEnvelope JSON object per line"}}
+    });
+    let frames = "Each SSE `data:` line (each WebSocket text message) is one `Frame` (components.schemas.Frame): `snapshot`, `delta` or `reset`; SSE ids are `<epoch>:<cursor>`.";
+    for (path, method, status) in [
+        ("/v1/sessions/{session_id}/stream", "get", "200"),
+        ("/v1/sessions/{session_id}/ws", "get", "101"),
+    ] {
+        let r = &mut doc["paths"][path][method]["responses"][status];
+        let d = r["description"].as_str().unwrap_or_default().to_string();
+        r["description"] = format!("{d}. {frames}").into();
+    }
+    doc["paths"]["/v1/sessions/{session_id}/snapshot"]["get"]["responses"]["200"]["content"]
+        ["application/json"]["schema"] = json!({"$ref": "#/components/schemas/SnapshotFrame"});
+}
+
+/// The frames of the session streams (docs/FRAMES.md), as JSON Schema.
+fn frame_schemas() -> Vec<(&'static str, serde_json::Value)> {
+    use serde_json::json;
+    let chunk_types = [
+        "start",
+        "finish",
+        "abort",
+        "error",
+        "start-step",
+        "finish-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "reasoning-start",
+        "reasoning-delta",
+        "reasoning-end",
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-available",
+        "tool-input-error",
+        "tool-output-available",
+        "tool-output-error",
+        "source-url",
+        "source-document",
+        "file",
+        "message-metadata",
+    ];
+    vec![
+        (
+            "UIMessageChunk",
+            json!({
+                "type": "object",
+                "description": "A Vercel AI SDK UIMessageChunk (the `ai` package's uiMessageChunkSchema); session surfaces are `data-<surface>` chunks with a stable `id`",
+                "required": ["type"],
+                "properties": {"type": {"anyOf": [
+                    {"type": "string", "enum": chunk_types},
+                    {"type": "string", "pattern": "^data-"}
+                ]}},
+                "additionalProperties": true
+            }),
+        ),
+        (
+            "ChunkItem",
+            json!({
+                "type": "object",
+                "required": ["messageId", "chunk"],
+                "properties": {
+                    "messageId": {"type": ["string", "null"], "description": "The message the chunk belongs to; null for session-level data chunks"},
+                    "chunk": {"$ref": "#/components/schemas/UIMessageChunk"}
+                }
+            }),
+        ),
+        (
+            "SnapshotFrame",
+            json!({
+                "type": "object",
+                "required": ["type", "cursor", "epoch", "state"],
+                "properties": {
+                    "type": {"type": "string", "enum": ["snapshot"]},
+                    "cursor": {"type": "integer", "minimum": 0},
+                    "epoch": {"type": "string"},
+                    "state": {"type": "object", "description": "The projection: runtime, messages, tools, actions, artifacts, evidence, tasks, agents, team, queue, context, permissions, diagnostics, timeline (docs/FRAMES.md)", "additionalProperties": true}
+                }
+            }),
+        ),
+        (
+            "DeltaFrame",
+            json!({
+                "type": "object",
+                "required": ["type", "cursor", "eventId", "eventClass", "chunks"],
+                "properties": {
+                    "type": {"type": "string", "enum": ["delta"]},
+                    "cursor": {"type": "integer", "minimum": 1},
+                    "eventId": {"type": "string"},
+                    "eventClass": {"type": "string"},
+                    "chunks": {"type": "array", "items": {"$ref": "#/components/schemas/ChunkItem"}}
+                }
+            }),
+        ),
+        (
+            "ResetFrame",
+            json!({
+                "type": "object",
+                "description": "Always followed by a snapshot",
+                "required": ["type", "reason"],
+                "properties": {
+                    "type": {"type": "string", "enum": ["reset"]},
+                    "reason": {"type": "string", "enum": ["cursor_ahead", "cursor_expired", "epoch_mismatch", "session_deleted", "token_expired"]}
+                }
+            }),
+        ),
+        (
+            "Frame",
+            json!({
+                "oneOf": [
+                    {"$ref": "#/components/schemas/SnapshotFrame"},
+                    {"$ref": "#/components/schemas/DeltaFrame"},
+                    {"$ref": "#/components/schemas/ResetFrame"}
+                ],
+                "discriminator": {"propertyName": "type", "mapping": {
+                    "snapshot": "#/components/schemas/SnapshotFrame",
+                    "delta": "#/components/schemas/DeltaFrame",
+                    "reset": "#/components/schemas/ResetFrame"
+                }}
+            }),
+        ),
+    ]
 }

@@ -141,6 +141,48 @@ const REF_LISTS: &[&str] = &["refIds", "artifactRefs", "evidenceRefs"];
 /// The other top-level fields both envelopes define.
 const OTHER_KNOWN: &[&str] = &["id", "type", "eventClass", "sequence", "payload", "refs"];
 
+/// The JSON Schema of one event as POSTed, from the same tables the
+/// normaliser reads: either envelope, every field optional but a class
+/// (`type`, `eventClass` or a Lime `kind`), extension fields allowed.
+pub fn envelope_schema() -> Value {
+    let mut props = Map::new();
+    let string = || serde_json::json!({"type": "string"});
+    for f in ScopeIds::FIELDS {
+        props.insert(f.wire.into(), string());
+    }
+    for k in STRING_FIELDS {
+        props.insert((*k).into(), string());
+    }
+    for k in REF_LISTS {
+        props.insert(
+            (*k).into(),
+            serde_json::json!({"type": "array", "items": {"type": "string"}}),
+        );
+    }
+    props.insert("id".into(), serde_json::json!({"type": "string", "minLength": 1, "description": "Idempotency key; derived from scope and sequence when absent"}));
+    props.insert("type".into(), serde_json::json!({"type": "string", "description": "Agent UI envelope: the event class (`text.delta`, `tool.started`, ...)"}));
+    props.insert(
+        "eventClass".into(),
+        serde_json::json!({"type": "string", "description": "Lime envelope: the event class"}),
+    );
+    props.insert("sequence".into(), serde_json::json!({"type": "integer", "minimum": 0, "description": "Runtime sequence within its stream"}));
+    props.insert(
+        "payload".into(),
+        serde_json::json!({"type": "object", "additionalProperties": true}),
+    );
+    props.insert(
+        "refs".into(),
+        serde_json::json!({"type": ["object", "array"]}),
+    );
+    serde_json::json!({
+        "type": "object",
+        "description": "One runtime event: the Agent UI envelope (`type`, ...) or the Lime envelope (`eventClass`, ...). Unknown classes are accepted; extension fields are kept (redacted).",
+        "properties": props,
+        "anyOf": [{"required": ["type"]}, {"required": ["eventClass"]}, {"required": ["kind"]}],
+        "additionalProperties": true
+    })
+}
+
 /// Whether `key` is a field of either envelope (not an extension field).
 fn is_envelope_field(key: &str) -> bool {
     ScopeIds::FIELDS.iter().any(|f| f.wire == key)

@@ -67,6 +67,7 @@ pub async fn get_metrics(State(st): State<AppState>, caller: Caller) -> Result<R
 /// This API's OpenAPI document.
 #[utoipa::path(get, path = "/openapi.json", tag = "operations",
     responses((status = 200, description = "OpenAPI 3.1 document", body = serde_json::Value)))]
-pub async fn get_openapi() -> Json<utoipa::openapi::OpenApi> {
-    Json(crate::openapi::spec())
+pub async fn get_openapi() -> Json<&'static serde_json::Value> {
+    static DOC: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    Json(DOC.get_or_init(crate::openapi::document))
 }

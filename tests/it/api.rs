@@ -1099,3 +1099,51 @@ async fn deleting_a_session_that_never_existed_is_404() {
         assert_eq!(r.status(), 200);
     }
 }
+
+/// Issue 12 item 11: the document says what a client needs to generate its
+/// types and handle every answer: event envelopes as the request schema
+/// (JSON and NDJSON), the frame schemas (reset reasons included), and the
+/// problem statuses of auth, limits, body reading and the store on every
+/// route they apply to. (schemathesis checks the running server against it:
+/// tests/python/test_openapi.py.)
+#[test]
+fn openapi_documents_envelopes_frames_and_every_status() {
+    let doc = agent_projector::openapi::document();
+    let events = &doc["paths"]["/v1/sessions/{session_id}/events"]["post"];
+    let content = &events["requestBody"]["content"];
+    assert_eq!(
+        content["application/json"]["schema"]["$ref"],
+        "#/components/schemas/EventBody"
+    );
+    assert!(content["application/x-ndjson"].is_object());
+    let schemas = &doc["components"]["schemas"];
+    let envelope = &schemas["EventEnvelope"]["properties"];
+    for field in ["type", "eventClass", "toolCallId", "payload", "sequence", "refIds"] {
+        assert!(envelope[field].is_object(), "EventEnvelope.{field}");
+    }
+    let reasons = &schemas["ResetFrame"]["properties"]["reason"]["enum"];
+    for r in ["cursor_ahead", "cursor_expired", "epoch_mismatch", "session_deleted"] {
+        assert!(reasons.as_array().unwrap().contains(&json!(r)), "{r}");
+    }
+    for s in ["Frame", "SnapshotFrame", "DeltaFrame", "ChunkItem", "UIMessageChunk"] {
+        assert!(schemas[s].is_object(), "{s}");
+    }
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let has = |s: &str| op["responses"][s].is_object();
+            if path.starts_with("/v1/") {
+                for s in ["400", "401", "403", "503"] {
+                    assert!(has(s), "{method} {path}: {s}");
+                }
+            }
+            if method == "post" {
+                for s in ["408", "413"] {
+                    assert!(has(s), "{method} {path}: {s}");
+                }
+            }
+            if path.ends_with("stream") || path.ends_with("/ws") {
+                assert!(has("429"), "{method} {path}: 429");
+            }
+        }
+    }
+}
