@@ -5,8 +5,20 @@
 #
 # Defaults: http://127.0.0.1:8080 and demo-<timestamp>. Prints the viewer URL
 # first: open it, then watch the run unfold (text, reasoning, tools, an
-# approval that the "runtime" resolves after a pause, an artifact, evidence,
-# a teammate with its own message). Set DEMO_PACE=0 to post without pauses.
+# approval, an artifact, evidence, a teammate with its own message). Set
+# DEMO_PACE=0 to post without pauses.
+#
+# The approval waits for your Approve / Reject in the viewer: a small local
+# runtime (scripts/demo-runtime.mjs, needs node) takes the decision the server
+# relays and answers it with its own action.resolved event. For that the
+# server must be allowed to call it:
+#
+#   PROJECTOR_CONTROLS__ALLOWED_HOSTS='["127.0.0.1:8788"]' \
+#   PROJECTOR_CONTROLS__SIGNING_SECRET=demo-secret cargo run --release
+#
+# (DEMO_RUNTIME_PORT and DEMO_SIGNING_SECRET change those two values.) Without
+# node or that configuration, or with DEMO_RUNTIME=0, the approval is resolved
+# by the script itself after a pause.
 set -euo pipefail
 
 BASE="${1:-${PROJECTOR_URL:-http://127.0.0.1:8080}}"
@@ -17,7 +29,10 @@ RUN="run-1"
 TURN="turn-1"
 SEQ=0
 REPLY_FILE=$(mktemp)
-trap 'rm -f "$REPLY_FILE"' EXIT
+RUNTIME_PID=""
+trap 'rm -f "$REPLY_FILE"; [ -n "$RUNTIME_PID" ] && kill "$RUNTIME_PID" 2>/dev/null; true' EXIT
+RUNTIME_PORT="${DEMO_RUNTIME_PORT:-8788}"
+SIGNING_SECRET="${DEMO_SIGNING_SECRET:-demo-secret}"
 
 fail() { echo "demo: $*" >&2; exit 1; }
 
@@ -39,6 +54,26 @@ SID=$(urlencode "$SESSION")
 
 echo "viewer:  $BASE/?session=$SID"
 echo "session: $SESSION"
+
+# The local runtime that answers the viewer's Approve / Reject.
+CONTROL_URL=""
+if [ "${DEMO_RUNTIME:-1}" != 0 ] && command -v node >/dev/null 2>&1; then
+  RUNTIME_LOG=$(mktemp)
+  node "$(dirname "$0")/demo-runtime.mjs" "$RUNTIME_PORT" "$BASE" "$SIGNING_SECRET" >"$RUNTIME_LOG" 2>&1 &
+  RUNTIME_PID=$!
+  for _ in $(seq 1 100); do
+    grep -q "listening" "$RUNTIME_LOG" 2>/dev/null && break
+    kill -0 "$RUNTIME_PID" 2>/dev/null || break
+    sleep 0.05
+  done
+  if grep -q "listening" "$RUNTIME_LOG" 2>/dev/null; then
+    CONTROL_URL="http://127.0.0.1:$RUNTIME_PORT/controls"
+    echo "runtime: $CONTROL_URL (answers the viewer's Approve / Reject)"
+  else
+    echo "runtime: not started ($(head -c 200 "$RUNTIME_LOG")); the script resolves the approval itself"
+    RUNTIME_PID=""
+  fi
+fi
 echo
 
 # pause SECONDS: sleep, scaled by DEMO_PACE (0 = no pauses).
@@ -75,6 +110,9 @@ echo "posting a scripted run (Ctrl-C to stop):"
 
 ev turn.submitted '"payload":{"text":"The nightly build fails in parser::tests::unicode_escapes. Can you find out why and fix it?"}' "user turn"
 pause 1
+if [ -n "$CONTROL_URL" ]; then
+  ev session.opened "\"payload\":{\"controlUrl\":\"$CONTROL_URL\"}" "session opened (controls go to the local runtime)"
+fi
 ev run.started '"payload":{"model":"demo-model"}' "run started"
 pause 0.8
 ev reasoning.summary '"payload":{"text":"The failing test is about unicode escapes. Check the recent lexer changes first, reproduce the failure, then patch the smallest thing that explains it."}' "reasoning summary"
@@ -99,9 +137,24 @@ pause 0.6
 say "Reproduced. " "The fix is a bound check in \`lex_unicode_escape\`; " "it edits src/parser/lexer.rs, so I need your approval first."
 pause 0.4
 ev action.required '"actionId":"act-apply-patch","title":"Apply patch to src/parser/lexer.rs","payload":{"actionType":"approval","toolCallId":"call-apply"}' "approval required"
-echo "  ... waiting for a decision (the runtime resolves it in a few seconds)"
-pause 4
-ev action.resolved '"actionId":"act-apply-patch","payload":{"decision":"approve"}' "approval resolved (approve)"
+if [ -n "$CONTROL_URL" ] && [ "$PACE" != 0 ]; then
+  echo "  ... waiting for your Approve / Reject in the viewer (up to 120 s)"
+  decided=""
+  for _ in $(seq 1 240); do
+    if curl -fsS "$BASE/v1/sessions/$SID/snapshot" | node -e '
+      let s = ""; process.stdin.on("data", (c) => (s += c)).on("end", () =>
+        process.exit(JSON.parse(s).state.actions?.["act-apply-patch"]?.status === "resolved" ? 0 : 1));'; then
+      decided=1
+      break
+    fi
+    sleep 0.5
+  done
+  [ -n "$decided" ] || ev action.resolved '"actionId":"act-apply-patch","payload":{"decision":"approve"}' "no decision in time: resolved (approve)"
+else
+  echo "  ... waiting for a decision (resolved by the script in a few seconds)"
+  pause 4
+  ev action.resolved '"actionId":"act-apply-patch","payload":{"decision":"approve"}' "approval resolved (approve)"
+fi
 pause 0.6
 
 ev artifact.created '"artifactId":"art-patch","refIds":["diff-77"],"payload":{"title":"Patch: limit unicode escapes to six hex digits","artifactKind":"patch","path":"src/parser/lexer.rs"}' "artifact"
