@@ -1118,14 +1118,32 @@ fn openapi_documents_envelopes_frames_and_every_status() {
     assert!(content["application/x-ndjson"].is_object());
     let schemas = &doc["components"]["schemas"];
     let envelope = &schemas["EventEnvelope"]["properties"];
-    for field in ["type", "eventClass", "toolCallId", "payload", "sequence", "refIds"] {
+    for field in [
+        "type",
+        "eventClass",
+        "toolCallId",
+        "payload",
+        "sequence",
+        "refIds",
+    ] {
         assert!(envelope[field].is_object(), "EventEnvelope.{field}");
     }
     let reasons = &schemas["ResetFrame"]["properties"]["reason"]["enum"];
-    for r in ["cursor_ahead", "cursor_expired", "epoch_mismatch", "session_deleted"] {
+    for r in [
+        "cursor_ahead",
+        "cursor_expired",
+        "epoch_mismatch",
+        "session_deleted",
+    ] {
         assert!(reasons.as_array().unwrap().contains(&json!(r)), "{r}");
     }
-    for s in ["Frame", "SnapshotFrame", "DeltaFrame", "ChunkItem", "UIMessageChunk"] {
+    for s in [
+        "Frame",
+        "SnapshotFrame",
+        "DeltaFrame",
+        "ChunkItem",
+        "UIMessageChunk",
+    ] {
         assert!(schemas[s].is_object(), "{s}");
     }
     for (path, item) in doc["paths"].as_object().unwrap() {
