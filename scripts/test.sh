@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Every test of the project: Rust unit and integration tests, the Node suites
+# Every test of the project: rustfmt and clippy, Rust unit and integration tests, the Node suites
 # (AI SDK conformance with the real `ai` package; the viewer in headless
 # Chromium, which skips with a message where /usr/bin/chromium is missing),
 # the Python suites (third-party clients), then the curl smoke script against a freshly started server. This is the
 # README's test command and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Code shape first: formatted, and clippy-clean under the lints of Cargo.toml.
+cargo fmt --all -- --check
+cargo clippy --locked --all-targets -- -D warnings
 
 cargo test --locked --all-targets
 

@@ -400,7 +400,7 @@ fn where_set(e: &figment::Error, env_keys: &[String], file: Option<&Path>) -> St
 
 /// Env vars as a figment provider: `PROJECTOR_STREAM__HEARTBEAT_SECS` ->
 /// `stream.heartbeat_secs`.
-fn env_provider(vars: Vec<(String, String)>) -> figment::providers::Serialized<serde_json::Value> {
+fn env_provider(vars: Vec<(String, String)>) -> Serialized<serde_json::Value> {
     let mut root = serde_json::Map::new();
     for (k, v) in vars {
         let key = k["PROJECTOR_".len()..].to_ascii_lowercase();

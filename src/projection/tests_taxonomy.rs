@@ -567,10 +567,7 @@ fn repair_fixes_gaps_and_messages_but_never_completes_tools_or_actions() {
         (Role::User, "earlier question")
     );
     // Restored messages never carry tool parts or action cards from a repair.
-    assert!(m0
-        .parts
-        .iter()
-        .all(|p| matches!(p, message::Part::Text { .. })));
+    assert!(m0.parts.iter().all(|p| matches!(p, Part::Text { .. })));
     // The tool's own result still completes it.
     r.apply(F::new("e6", "tool.result").turn("t").seq(7).tool("c1"));
     assert_eq!(r.state()["tools"]["c1"]["status"], "completed");

@@ -976,7 +976,7 @@ async fn the_sweep_deletes_idle_sessions_and_forgets_ones_only_read() {
 /// of the embedded store, which keeps where the deleted log ended.
 #[tokio::test]
 async fn a_caught_up_cursor_of_a_deleted_session_resumes_as_reset() {
-    let dir = crate::common::tempdir("deleted-caught-up");
+    let dir = tempdir("deleted-caught-up");
     let mut srv = TestServer::builder().embedded(dir.clone()).start().await;
     let say = |id: &str, text: &str| {
         json!(lime(

@@ -20,11 +20,11 @@ use super::{AppendBatch, Checkpoint, EventLog, Retention, SessionMeta, StoreErro
 use slot::DbSlot;
 use writer::{Job, Msg, Writer};
 
-const EVENTS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("events");
-const IDS: TableDefinition<(&str, &str), u64> = TableDefinition::new("event_ids");
-const META: TableDefinition<&str, &[u8]> = TableDefinition::new("sessions");
-const CHECKPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("checkpoints");
-const FORMAT: TableDefinition<&str, u64> = TableDefinition::new("format");
+const EVENTS: TableDefinition<'static, (&str, u64), &[u8]> = TableDefinition::new("events");
+const IDS: TableDefinition<'static, (&str, &str), u64> = TableDefinition::new("event_ids");
+const META: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("sessions");
+const CHECKPOINTS: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("checkpoints");
+const FORMAT: TableDefinition<'static, &str, u64> = TableDefinition::new("format");
 
 /// The file name of the database inside the data dir.
 pub const DB_FILE: &str = "projector.redb";

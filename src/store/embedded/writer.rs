@@ -320,8 +320,8 @@ impl Writer {
 
 /// Remove events `from..=upto` of a session and their ids.
 fn remove_events(
-    events: &mut redb::Table<(&'static str, u64), &'static [u8]>,
-    ids: &mut redb::Table<(&'static str, &'static str), u64>,
+    events: &mut redb::Table<'_, (&'static str, u64), &'static [u8]>,
+    ids: &mut redb::Table<'_, (&'static str, &'static str), u64>,
     session: &str,
     from: u64,
     upto: u64,
