@@ -164,7 +164,12 @@ impl From<SessionError> for Problem {
 
 impl From<StoreError> for Problem {
     fn from(e: StoreError) -> Self {
-        tracing::error!(error = %e, "store error");
+        // A 503 the client is told to retry is expected in operation (a
+        // conflict between nodes, a full disk, Redis away): a warning. A
+        // corrupt record is a bug or damage: an error (logged by `internal`).
+        if !matches!(e, StoreError::Corrupt { .. }) {
+            tracing::warn!(error = %e, "store refused the request");
+        }
         match e {
             StoreError::Conflict { .. } => Problem::unavailable(
                 "store_conflict",
