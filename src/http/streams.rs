@@ -26,7 +26,7 @@ use super::{AppState, MessageId, SessionId};
 use crate::error::{Problem, ProblemDoc};
 use crate::frame::SharedFrame;
 use crate::session::MessagePick;
-use crate::stream::{self, sse, ui, ws, From};
+use crate::stream::{self, sse, ui, ws, StartAt};
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -142,7 +142,7 @@ pub struct StreamQuery {
     pub epoch: Option<String>,
 }
 
-fn start(headers: &HeaderMap, q: StreamQuery) -> Result<From, Problem> {
+fn start(headers: &HeaderMap, q: StreamQuery) -> Result<StartAt, Problem> {
     let header = headers
         .get("last-event-id")
         .map(|v| v.to_str().unwrap_or("\u{0}").trim().to_string())
@@ -168,7 +168,7 @@ fn start(headers: &HeaderMap, q: StreamQuery) -> Result<From, Problem> {
             Some(n)
         }
     };
-    Ok(From { cursor, epoch })
+    Ok(StartAt { cursor, epoch })
 }
 
 /// `<epoch>:<cursor>` (what the server sends as SSE ids) or a bare

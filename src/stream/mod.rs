@@ -21,7 +21,7 @@ use crate::session::{Registry, SessionError, Start};
 
 /// Where a subscriber wants to start.
 #[derive(Debug, Clone, Default)]
-pub struct From {
+pub struct StartAt {
     /// Resume after this cursor; `None` starts with a snapshot.
     pub cursor: Option<u64>,
     /// The epoch the cursor belongs to, if the client knows it.
@@ -51,7 +51,7 @@ struct Subscriber {
 pub fn frames(
     registry: Registry,
     session: String,
-    from: From,
+    from: StartAt,
     replay_page: usize,
 ) -> impl Stream<Item = SharedFrame> + Send + 'static {
     let sub = Subscriber {
