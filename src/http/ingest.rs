@@ -22,9 +22,7 @@ use crate::session::{IncomingEvent, IngestOutcome};
 pub(super) fn router() -> Router<AppState> {
     Router::new().route(
         "/v1/sessions/{session_id}/events",
-        post(post_events)
-            .get(super::sessions::get_events)
-            .layer(DefaultBodyLimit::disable()),
+        post(post_events).layer(DefaultBodyLimit::disable()),
     )
 }
 

@@ -22,6 +22,7 @@ pub(super) fn router() -> Router<AppState> {
         .route("/v1/sessions", get(list_sessions))
         .route("/v1/sessions/{session_id}", delete(delete_session))
         .route("/v1/sessions/{session_id}/snapshot", get(get_snapshot))
+        .route("/v1/sessions/{session_id}/events", get(get_events))
 }
 
 /// Paging of the session list.
