@@ -166,6 +166,18 @@ async fn every_endpoint_checks_token_session_and_scope() {
         .map(|r| (r.status().as_u16(), ()))
         .unwrap();
     assert_eq!(s, 200);
+    // The session the DELETE row deletes exists (deleting one that never
+    // existed is 404).
+    let (s, _) = srv
+        .http
+        .post(srv.url("/v1/sessions/s-del/events"))
+        .bearer_auth(&admin)
+        .json(&json!({"type": "run.started", "runId": "r"}))
+        .send()
+        .await
+        .map(|r| (r.status().as_u16(), ()))
+        .unwrap();
+    assert_eq!(s, 200);
     for &(method, path, scope, has_session) in ENDPOINTS {
         let ctx = format!("{method} {path}");
         let (st, p) = call(&srv, method, path, None).await;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::harness::{free_port, own_redis, redis_node, RedisServer, DEADLINE};
+use super::harness::{cursor_of_id, free_port, own_redis, redis_node, RedisServer, DEADLINE};
 use crate::common::{tempdir, Sse};
 
 /// Three primaries joined into one cluster, once every slot is served.
@@ -125,7 +125,7 @@ async fn two_nodes_on_a_redis_cluster_agree() {
             .take(EVENTS as usize)
             .await
             .into_iter()
-            .map(|e| (e.id.unwrap(), e.data))
+            .map(|e| (cursor_of_id(&e.id.unwrap()), e.data))
             .collect();
         let ids: Vec<String> = got.iter().map(|(id, _)| id.clone()).collect();
         let want: Vec<String> = (1..=EVENTS).map(|c| c.to_string()).collect();

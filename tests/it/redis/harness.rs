@@ -322,18 +322,23 @@ pub struct Frame {
     pub data: String,
 }
 
+/// The cursor in an SSE id (`<epoch>:<cursor>`), as text.
+pub fn cursor_of_id(id: &str) -> String {
+    id.rsplit(':').next().unwrap_or(id).to_string()
+}
+
 impl Frame {
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.data)
             .unwrap_or_else(|e| panic!("frame data is not JSON ({e}): {}", self.data))
     }
 
-    /// The cursor of a `delta` frame (its SSE id).
+    /// The cursor of a `delta` frame (from its SSE id, `<epoch>:<cursor>`).
     pub fn cursor(&self) -> u64 {
         self.id
             .as_deref()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("frame without a numeric id: {self:?}"))
+            .and_then(|s| cursor_of_id(s).parse().ok())
+            .unwrap_or_else(|| panic!("frame without an `<epoch>:<cursor>` id: {self:?}"))
     }
 }
 
