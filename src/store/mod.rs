@@ -4,6 +4,9 @@
 //! [`memory`], [`embedded`] (redb with group commit) and [`redis`] (shared by
 //! the nodes of a cluster).
 
+pub(crate) mod codec;
+#[cfg(test)]
+pub(crate) mod contract;
 pub mod embedded;
 pub mod memory;
 pub mod redis;

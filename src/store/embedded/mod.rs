@@ -3,8 +3,6 @@
 //! durable (fsync) before it is acknowledged; reads are MVCC read
 //! transactions on tokio's blocking pool and never wait for writes.
 
-/// Shared with the Redis store, which keeps checkpoints in the same layout.
-pub(crate) mod codec;
 mod slot;
 mod writer;
 
@@ -16,7 +14,9 @@ use async_trait::async_trait;
 use redb::{ReadableTable, TableDefinition};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{AppendBatch, Checkpoint, EventLog, Retention, SessionMeta, StoreError, StoredEvent};
+use super::{
+    codec, AppendBatch, Checkpoint, EventLog, Retention, SessionMeta, StoreError, StoredEvent,
+};
 use slot::DbSlot;
 use writer::{Job, Msg, Writer};
 
@@ -359,7 +359,7 @@ impl EventLog for EmbeddedLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::memory::tests::{batch, contract, ev, retention as retention_contract};
+    use crate::store::contract::{self, batch, ev};
 
     fn opts(max_events: u64) -> EmbeddedOptions {
         EmbeddedOptions {
@@ -384,14 +384,14 @@ mod tests {
     #[tokio::test]
     async fn embedded_keeps_the_contract() {
         let dir = tmpdir("contract");
-        contract(Arc::new(EmbeddedLog::open(&dir, opts(1000)).unwrap())).await;
+        contract::holds(Arc::new(EmbeddedLog::open(&dir, opts(1000)).unwrap())).await;
         let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test]
     async fn embedded_keeps_retention() {
         let dir = tmpdir("retention");
-        retention_contract(Arc::new(EmbeddedLog::open(&dir, opts(3)).unwrap())).await;
+        contract::retention(Arc::new(EmbeddedLog::open(&dir, opts(3)).unwrap())).await;
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -15,9 +15,9 @@ use std::time::Instant;
 use redb::{ReadableTable, WriteTransaction};
 use tokio::sync::{mpsc, oneshot};
 
-use super::codec::{self, checkpoint_cursor, event_header};
 use super::slot::DbSlot;
 use super::{CHECKPOINTS, EVENTS, IDS, META};
+use crate::store::codec::{self, checkpoint_cursor, event_header};
 use crate::store::{
     age_trim_to, check_cursors, is_forgettable, now_ms, trim_to, AppendBatch, Retention,
     SessionMeta, StoreError,

@@ -25,7 +25,7 @@ use super::{
     AppendBatch, Checkpoint, EventLog, News, Retention, SessionMeta, StoreError, StoredEvent, Tail,
 };
 use crate::config::RedisConfig;
-use crate::store::embedded::codec::{decode_checkpoint, encode_checkpoint};
+use crate::store::codec::{decode_checkpoint, encode_checkpoint};
 use reply::{array, parse_cursors, parse_events, parse_meta, text_of};
 
 /// Where the shared store is and how it behaves.

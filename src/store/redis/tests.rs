@@ -2,7 +2,7 @@
 //! `PROJECTOR_TEST_REDIS_URL` is unset).
 
 use super::*;
-use crate::store::memory::tests::{batch, contract, ev, put, retention as retention_contract};
+use crate::store::contract::{self, batch, ev, put};
 use crate::store::SharedLog;
 
 /// The test Redis, or `None` (with a note naming `test`) when
@@ -73,7 +73,7 @@ fn keep(n: u64) -> Retention {
 #[tokio::test]
 async fn redis_keeps_the_contract() {
     if let Some(log) = test_log("redis_keeps_the_contract", keep(1000)) {
-        contract(log.clone()).await;
+        contract::holds(log.clone()).await;
         log.purge().await;
     }
 }
@@ -85,7 +85,7 @@ async fn redis_keeps_retention() {
         max_age_ms: Some(3_600_000),
     };
     if let Some(log) = test_log("redis_keeps_retention", r) {
-        retention_contract(log.clone()).await;
+        contract::retention(log.clone()).await;
         log.purge().await;
     }
 }

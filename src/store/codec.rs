@@ -1,5 +1,6 @@
-//! Byte layouts of the embedded store's values: events (received time, id,
-//! fact, frame), checkpoints (cursor, state) and session metas (JSON).
+//! Byte layouts of stored values, shared by the backends: events (received
+//! time, id, fact, frame) and session metas (JSON) of the embedded store, and
+//! checkpoints (cursor, state) of the embedded and Redis stores.
 
 use bytes::Bytes;
 
