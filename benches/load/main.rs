@@ -310,7 +310,8 @@ async fn replay(server: &Server, n: usize) -> f64 {
     s.write_all(b"GET /v1/sessions/replay/stream?cursor=0 HTTP/1.1\r\nHost: bench\r\n\r\n")
         .await
         .unwrap();
-    let last = format!("id: {n}\n");
+    // The last frame's SSE id is `<epoch>:<n>`.
+    let last = format!(":{n}\nevent: delta\n");
     let mut buf = vec![0u8; 256 * 1024];
     let mut tail: Vec<u8> = Vec::new();
     loop {
