@@ -1,6 +1,9 @@
 //! Reducer throughput (criterion): facts/s through the projection alone,
 //! for a realistic mix (text deltas, tool calls and results, a final text,
-//! actions, artifacts), and for plain text deltas. `cargo bench --bench reducer`.
+//! actions, artifacts), and for plain text deltas; and the cost of reading
+//! a request body into events: the strict, counting splitter against plain
+//! `serde_json::Value` parsing of the same 1,000-event body.
+//! `cargo bench --bench reducer`.
 
 use agent_projector::event::{normalize, Fact, Limits};
 use agent_projector::projection::{Projection, ProjectionConfig};
@@ -54,5 +57,24 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+fn body(c: &mut Criterion) {
+    use agent_projector::event::body::{split, BodyFormat};
+    let events: Vec<serde_json::Value> = (0..1000)
+        .map(|k| json!({"id": format!("e{k}"), "type": "text.delta", "runId": "r", "sequence": k + 1, "payload": {"delta": "token ", "meta": {"k": k}}}))
+        .collect();
+    let bytes = serde_json::to_vec(&events).unwrap();
+    let mut g = c.benchmark_group("ingest_body");
+    g.throughput(Throughput::Elements(1000));
+    g.bench_function("serde_json_value", |b| {
+        b.iter(|| {
+            std::hint::black_box(serde_json::from_slice::<serde_json::Value>(&bytes).unwrap())
+        })
+    });
+    g.bench_function("strict_counting_split", |b| {
+        b.iter(|| std::hint::black_box(split(&bytes, BodyFormat::Json, 10_000).unwrap()))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, body);
 criterion_main!(benches);
