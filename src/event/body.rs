@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use serde::de::{self, DeserializeSeed, Deserializer, SeqAccess, Visitor};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde_json::Value;
 
 use super::strict::{self, Strict};
@@ -61,11 +61,10 @@ pub fn split(bytes: &[u8], format: BodyFormat, max_events: usize) -> Result<Vec<
         BodyFormat::Json => match trimmed.as_bytes()[0] {
             b'[' => {
                 let mut de = serde_json::Deserializer::from_str(text);
-                let items = (&mut de)
+                (&mut de)
                     .deserialize_seq(Events { max: max_events })
                     .and_then(|items| de.end().map(|()| items))
-                    .map_err(|e| json_error(e, max_events))?;
-                items
+                    .map_err(|e| json_error(e, max_events))?
             }
             b'{' => vec![strict::from_slice(bytes).map_err(|e| json_error(e, max_events))?],
             _ => {
@@ -145,14 +144,6 @@ impl<'de> Visitor<'de> for Events {
             out.push(v);
         }
         Ok(out)
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Events {
-    type Value = Vec<Value>;
-
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<Value>, D::Error> {
-        d.deserialize_seq(self)
     }
 }
 

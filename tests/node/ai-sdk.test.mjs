@@ -249,18 +249,23 @@ class TestChat extends AbstractChat {
   }
 }
 
-test('useChat path: AbstractChat + DefaultChatTransport resume a running agent', async () => {
-  const sid = session('chat');
-  const events = scenarios['text, tool, text'];
-  const all = run(sid, events);
-  await post(server.base, sid, all.slice(0, 3));
+/** A chat of session `sid` as `useChat` builds it, resuming; the errors it reports. */
+function resumingChat(sid) {
   const errors = [];
   const chat = new TestChat({
     id: sid,
     transport: new DefaultChatTransport({ api: `${server.base}/v1/chat` }),
     onError: (e) => errors.push(e),
   });
-  const resumed = chat.resumeStream();
+  return { chat, errors, resumed: chat.resumeStream() };
+}
+
+test('useChat path: AbstractChat + DefaultChatTransport resume a running agent', async () => {
+  const sid = session('chat');
+  const events = scenarios['text, tool, text'];
+  const all = run(sid, events);
+  await post(server.base, sid, all.slice(0, 3));
+  const { chat, errors, resumed } = resumingChat(sid);
   for (const e of all.slice(3)) await post(server.base, sid, e);
   await post(server.base, sid, end(sid, events.length + 2));
   await resumed;
@@ -280,13 +285,7 @@ test('useChat path: a failed run ends the chat in error with the run\'s error te
   const sid = session('failed');
   const started = run(sid, [{ type: 'text.delta', payload: { delta: 'Working on it' } }]);
   await post(server.base, sid, started);
-  const errors = [];
-  const chat = new TestChat({
-    id: sid,
-    transport: new DefaultChatTransport({ api: `${server.base}/v1/chat` }),
-    onError: (e) => errors.push(e),
-  });
-  const resumed = chat.resumeStream();
+  const { chat, errors, resumed } = resumingChat(sid);
   await post(server.base, sid, { id: `${sid}-fail`, type: 'run.failed', runId: 'r1', turnId: 't1', sequence: 3, payload: { error: 'model overloaded' } });
   await resumed;
   assert.equal(chat.status, 'error');
