@@ -9,6 +9,7 @@ mod registry;
 mod tests;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, oneshot};
@@ -17,7 +18,23 @@ use crate::event::{Fact, Issue};
 use crate::frame::SharedFrame;
 use crate::store::{SessionMeta, StoreError};
 
-pub use registry::{Registry, RegistryConfig};
+pub use registry::Registry;
+
+/// Settings of the registry and its actors.
+#[derive(Debug, Clone)]
+pub struct RegistryConfig {
+    pub projection: crate::projection::ProjectionConfig,
+    /// Session actors kept in memory before idle ones are evicted.
+    pub max_live: usize,
+    pub idle_evict: Duration,
+    pub mailbox: usize,
+    pub checkpoint_every: u64,
+    pub live_buffer: usize,
+    pub replay_page: usize,
+    /// Retries of an ingest refused because another node appended first
+    /// (shared stores only).
+    pub conflict_retries: u32,
+}
 
 /// An event that passed validation, with its index in the request.
 #[derive(Debug, Clone)]

@@ -4,7 +4,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
@@ -12,47 +11,18 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::actor::Actor;
+use super::actor::{Actor, ActorCtx};
 use super::{
-    ControlTarget, IncomingEvent, IngestOutcome, MessageFeed, MessagePick, SessionError,
-    SessionHandle, Subscription,
+    ControlTarget, IncomingEvent, IngestOutcome, MessageFeed, MessagePick, RegistryConfig,
+    SessionError, SessionHandle, Subscription,
 };
 use crate::frame::SharedFrame;
-use crate::projection::ProjectionConfig;
 use crate::store::{SessionMeta, SharedLog};
 
-/// Settings of the registry and its actors.
-#[derive(Debug, Clone)]
-pub struct RegistryConfig {
-    pub projection: ProjectionConfig,
-    /// Session actors kept in memory before idle ones are evicted.
-    pub max_live: usize,
-    pub idle_evict: Duration,
-    pub mailbox: usize,
-    pub checkpoint_every: u64,
-    pub live_buffer: usize,
-    pub replay_page: usize,
-    /// Retries of an ingest refused because another node appended first
-    /// (shared stores only).
-    pub conflict_retries: u32,
-}
-
-pub(super) struct ActorCtx {
-    pub store: SharedLog,
-    pub max_live: usize,
-    pub projection: ProjectionConfig,
-    pub idle_evict: Duration,
-    pub mailbox: usize,
-    pub checkpoint_every: u64,
-    pub live_buffer: usize,
-    pub replay_page: usize,
-    pub conflict_retries: u32,
-    pub shutdown: CancellationToken,
-}
-
-pub(super) struct RegistryInner {
-    pub sessions: DashMap<Arc<str>, SessionHandle>,
-    pub ctx: Arc<ActorCtx>,
+/// The live actors by session id, and what they share.
+struct RegistryInner {
+    sessions: Arc<DashMap<Arc<str>, SessionHandle>>,
+    ctx: Arc<ActorCtx>,
     next_generation: AtomicU64,
     tasks: TaskTracker,
     /// Logical clock for least-recently-used eviction.
@@ -81,17 +51,11 @@ impl Registry {
     pub fn new(store: SharedLog, cfg: RegistryConfig, shutdown: CancellationToken) -> Self {
         Registry {
             inner: Arc::new(RegistryInner {
-                sessions: DashMap::new(),
+                sessions: Arc::new(DashMap::new()),
                 ctx: Arc::new(ActorCtx {
+                    shared: store.shared(),
                     store,
-                    max_live: cfg.max_live,
-                    projection: cfg.projection,
-                    idle_evict: cfg.idle_evict,
-                    mailbox: cfg.mailbox,
-                    checkpoint_every: cfg.checkpoint_every,
-                    live_buffer: cfg.live_buffer,
-                    replay_page: cfg.replay_page,
-                    conflict_retries: cfg.conflict_retries,
+                    cfg,
                     shutdown,
                 }),
                 next_generation: AtomicU64::new(1),
@@ -160,7 +124,7 @@ impl Registry {
     /// nobody is subscribed (they decide; a busy one stays).
     fn evict_over_limit(&self, keep: &str) {
         let live = self.inner.sessions.len();
-        let max = self.inner.ctx.max_live.max(1);
+        let max = self.inner.ctx.cfg.max_live.max(1);
         if live <= max {
             return;
         }
@@ -181,17 +145,24 @@ impl Registry {
 
     fn spawn(&self, id: Arc<str>) -> SessionHandle {
         let ctx = &self.inner.ctx;
-        let (tx, rx) = mpsc::channel(ctx.mailbox);
+        let (tx, rx) = mpsc::channel(ctx.cfg.mailbox);
         let feed_view = Arc::new(std::sync::Mutex::new(None));
         let generation = self.inner.next_generation.fetch_add(1, Ordering::Relaxed);
+        // The actor removes its own entry when it stops, never a successor's.
+        let sessions = Arc::downgrade(&self.inner.sessions);
+        let key = id.clone();
+        let leave_registry = Box::new(move || {
+            if let Some(sessions) = sessions.upgrade() {
+                sessions.remove_if(&*key, |_, h| h.generation == generation);
+            }
+        });
         let actor = Actor {
             id: id.clone(),
-            generation,
-            registry: self.inner.clone(),
+            ctx: ctx.clone(),
+            leave_registry,
             rx,
             feed: None,
             feed_view: feed_view.clone(),
-            live_buffer: ctx.live_buffer,
             listening: None,
             held: None,
         };

@@ -1,0 +1,284 @@
+//! Ingest: queued requests gathered into one append; each event deduped,
+//! given its cursor, reduced and encoded once as a delta frame; the batch
+//! appended durably, and only then published. On a shared store an append
+//! another node got in first is rolled back and retried on top of it.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use tokio::time::{Duration, Instant};
+use tracing::{debug, warn};
+
+use super::sync::CONTENDED_FOR;
+use super::{Actor, State};
+use crate::frame;
+use crate::session::{Command, IncomingEvent, IngestOutcome, IngestReply, SessionError, Warning};
+use crate::store::{self, AppendBatch, Checkpoint, StoreError, StoredEvent};
+
+/// Queued ingest requests of one session are appended together, up to this
+/// many events: one store round trip (and, on a shared store, one chance of
+/// a conflict) for all of them.
+const COALESCE_EVENTS: usize = 4096;
+
+impl Actor {
+    /// Serve an ingest request and those queued behind it. Returns false
+    /// when the actor must stop (its state could not be rebuilt after a
+    /// failed append).
+    pub(super) async fn serve_ingest(
+        &mut self,
+        state: &mut State,
+        events: Vec<IncomingEvent>,
+        reply: IngestReply,
+    ) -> bool {
+        let (mut batches, mut replies) = (vec![events], vec![reply]);
+        self.gather(&mut batches, &mut replies);
+        if replies.len() > 1 {
+            metrics::counter!("projector_ingest_coalesced_total")
+                .increment(replies.len() as u64 - 1);
+        }
+        let e = match self.ingest(state, &batches).await {
+            Ok(outcomes) => {
+                for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                    let _ = reply.send(Ok(outcome));
+                }
+                return true;
+            }
+            Err(e) => e,
+        };
+        for reply in replies {
+            let _ = reply.send(Err(SessionError::Store(e.again())));
+        }
+        // On a shared store the state was rolled back or marked stale (the
+        // next command reloads it); a single-node store's projection is
+        // rebuilt now.
+        if self.ctx.shared {
+            return true;
+        }
+        warn!(error = %e, "append failed; rebuilding the projection from the store");
+        match self.hydrate().await {
+            Ok(fresh) => {
+                *state = fresh;
+                true
+            }
+            Err(e) => {
+                warn!(error = %e, "rehydration failed; stopping the session actor");
+                self.stop_with_error(e).await;
+                false
+            }
+        }
+    }
+
+    /// Take the ingest requests queued behind the first one, up to
+    /// [`COALESCE_EVENTS`]; stop at (and hold) any other command, so that
+    /// commands keep their order.
+    fn gather(&mut self, batches: &mut Vec<Vec<IncomingEvent>>, replies: &mut Vec<IngestReply>) {
+        let mut events: usize = batches.iter().map(Vec::len).sum();
+        while events < COALESCE_EVENTS {
+            match self.rx.try_recv() {
+                Ok(Command::Ingest {
+                    events: more,
+                    reply,
+                }) => {
+                    events += more.len();
+                    batches.push(more);
+                    replies.push(reply);
+                }
+                Ok(other) => {
+                    self.held = Some(other);
+                    return;
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Dedupe, assign cursors, reduce, append, publish: several requests
+    /// (`batches`) in one append, each with its own outcome. With a shared
+    /// store the append may be refused because another node appended first:
+    /// the projection is rolled back (or reloaded), caught up, and the
+    /// batches reduced again on top, after a short random pause so that
+    /// contending nodes take turns.
+    async fn ingest(
+        &mut self,
+        state: &mut State,
+        batches: &[Vec<IncomingEvent>],
+    ) -> Result<Vec<IngestOutcome>, StoreError> {
+        let ctx = self.ctx.clone();
+        let ids: Vec<String> = batches
+            .iter()
+            .flatten()
+            .map(|e| e.fact.id.clone())
+            .collect();
+        if !ctx.shared {
+            let known = ctx.store.lookup_ids(&self.id, &ids).await?;
+            return self.try_ingest(state, batches, known, 0).await;
+        }
+        let mut attempt = 0;
+        loop {
+            let known = self.catch_up(state, &ids).await?;
+            let contended = state.contended_until.is_some_and(|t| t > Instant::now());
+            let backup = contended.then(|| (state.projection.clone(), state.since_checkpoint));
+            match self.try_ingest(state, batches, known, attempt).await {
+                Ok(outcomes) => return Ok(outcomes),
+                Err(e) => {
+                    match backup {
+                        Some((projection, since)) => {
+                            state.projection = projection;
+                            state.since_checkpoint = since;
+                        }
+                        None => state.stale = true,
+                    }
+                    if !matches!(e, StoreError::Conflict { .. })
+                        || attempt >= ctx.cfg.conflict_retries
+                    {
+                        return Err(e);
+                    }
+                    attempt += 1;
+                    metrics::counter!("projector_ingest_conflicts_total").increment(1);
+                    debug!(
+                        attempt,
+                        "another node appended first; catching up and retrying"
+                    );
+                    state.contended_until = Some(Instant::now() + CONTENDED_FOR);
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+            }
+        }
+    }
+
+    /// One attempt; `attempt` counts the conflicts before it.
+    async fn try_ingest(
+        &mut self,
+        state: &mut State,
+        batches: &[Vec<IncomingEvent>],
+        known: Vec<Option<u64>>,
+        attempt: u32,
+    ) -> Result<Vec<IngestOutcome>, StoreError> {
+        let ctx = self.ctx.clone();
+        let total: usize = batches.iter().map(Vec::len).sum();
+        let mut known = known.into_iter().chain(std::iter::repeat(None));
+        let mut in_group = HashSet::with_capacity(total);
+        let mut stored = Vec::with_capacity(total);
+        let mut frames = Vec::with_capacity(total);
+        let mut outcomes = Vec::with_capacity(batches.len());
+        let mut cursor = state.meta.head;
+        let received_ms = store::now_ms();
+        for events in batches {
+            let mut out = IngestOutcome {
+                accepted: 0,
+                duplicates: 0,
+                cursor: 0,
+                epoch: state.meta.epoch.clone(),
+                warnings: Vec::new(),
+            };
+            for ev in events {
+                let seen = known.next().flatten();
+                if seen.is_some() || !in_group.insert(ev.fact.id.as_str()) {
+                    out.duplicates += 1;
+                    continue;
+                }
+                cursor += 1;
+                out.accepted += 1;
+                out.cursor = cursor;
+                let applied = state
+                    .projection
+                    .apply(&ctx.cfg.projection, cursor, &ev.fact);
+                for w in &ev.warnings {
+                    out.warnings.push(Warning {
+                        index: ev.index,
+                        event_id: ev.fact.id.clone(),
+                        code: w.code.to_string(),
+                        path: Some(w.path.clone()),
+                        message: w.message.clone(),
+                    });
+                }
+                for f in applied.findings {
+                    out.warnings.push(Warning {
+                        index: ev.index,
+                        event_id: ev.fact.id.clone(),
+                        code: f.code,
+                        path: None,
+                        message: f.message,
+                    });
+                }
+                let frame = frame::delta(
+                    &state.meta.epoch,
+                    cursor,
+                    &ev.fact.id,
+                    &ev.fact.class,
+                    &applied.chunks,
+                );
+                stored.push(StoredEvent {
+                    cursor,
+                    event_id: ev.fact.id.clone(),
+                    received_ms,
+                    fact: serde_json::to_vec(&ev.fact)
+                        .expect("facts serialise")
+                        .into(),
+                    frame: frame.json.clone(),
+                });
+                frames.push(Arc::new(frame));
+            }
+            outcomes.push(out);
+        }
+        let accepted = stored.len();
+        if accepted > 0 {
+            // A retry after a conflict stays small and quick: the checkpoint
+            // waits for an uncontended append.
+            let due = attempt == 0
+                && state.since_checkpoint + accepted as u64 >= ctx.cfg.checkpoint_every;
+            let checkpoint = due.then(|| Checkpoint {
+                cursor,
+                state: serde_json::to_vec(&state.projection)
+                    .expect("projections serialise")
+                    .into(),
+            });
+            let took_checkpoint = checkpoint.is_some();
+            state.meta = ctx
+                .store
+                .append(
+                    &self.id,
+                    AppendBatch {
+                        epoch: state.meta.epoch.clone(),
+                        events: stored,
+                        checkpoint,
+                        status: Some(state.projection.state().runtime.status.clone()),
+                        // Refused twice in a row: ask for the next turn.
+                        claim: attempt >= 2,
+                    },
+                )
+                .await?;
+            state.since_checkpoint = if took_checkpoint {
+                0
+            } else {
+                state.since_checkpoint + accepted as u64
+            };
+            state.snapshot = None;
+            for f in frames {
+                // No receivers is fine: the frame is in the store.
+                self.publish(f);
+            }
+            metrics::counter!("projector_frames_total").increment(accepted as u64);
+        }
+        metrics::counter!("projector_ingest_events_total", "outcome" => "accepted")
+            .increment(accepted as u64);
+        metrics::counter!("projector_ingest_events_total", "outcome" => "duplicate")
+            .increment((total - accepted) as u64);
+        for out in &mut outcomes {
+            // A request whose events were all duplicates answers the head.
+            if out.accepted == 0 {
+                out.cursor = state.meta.head;
+            }
+            out.epoch.clone_from(&state.meta.epoch);
+        }
+        Ok(outcomes)
+    }
+}
+
+/// A random pause before retrying after the `attempt`-th conflict: up to
+/// 1, 2, 4 .. 16 ms, so that nodes contending for one session take turns.
+fn backoff(attempt: u32) -> Duration {
+    let cap_us = 1000u64 << attempt.min(4);
+    let r = (uuid::Uuid::new_v4().as_u128() as u64) % cap_us;
+    Duration::from_micros(r)
+}

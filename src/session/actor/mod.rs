@@ -1,0 +1,252 @@
+//! The session actor: one task per active session owns its projection. It
+//! hydrates from the store, then serves [`Command`]s one at a time until it
+//! is idle with no subscribers, evicted, or shut down. Each concern has its
+//! room: [`hydrate`] (checkpoint + tail), [`ingest`] (dedupe, cursors,
+//! reduce, append, publish), [`commands`] (everything else a caller asks),
+//! [`feed`] (the live broadcast and the snapshot frame) and [`sync`] (the
+//! shared-store catching up, a no-op on a single node).
+
+mod commands;
+mod feed;
+mod hydrate;
+mod ingest;
+mod sync;
+
+use std::sync::Arc;
+
+use tokio::sync::{broadcast, mpsc};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn, Instrument};
+
+use super::{Command, RegistryConfig, SessionError};
+use crate::frame::SharedFrame;
+use crate::projection::Projection;
+use crate::store::{News, SessionMeta, SharedLog, StoreError};
+
+/// What every actor of a registry shares: the store, the settings and the
+/// shutdown signal.
+pub(super) struct ActorCtx {
+    pub store: SharedLog,
+    /// The store is shared by several nodes ([`crate::store::EventLog::shared`]).
+    pub shared: bool,
+    pub cfg: RegistryConfig,
+    pub shutdown: CancellationToken,
+}
+
+/// How an actor leaves its registry when it stops, so that new callers
+/// start a fresh actor: removes the registry's entry for this actor (and
+/// only this one), nothing else.
+pub(super) type Leave = Box<dyn Fn() + Send + Sync>;
+
+pub(super) struct Actor {
+    pub id: Arc<str>,
+    pub ctx: Arc<ActorCtx>,
+    pub leave_registry: Leave,
+    pub rx: mpsc::Receiver<Command>,
+    /// The live feed, created when the first subscriber comes and dropped
+    /// when the last one has gone: an idle session holds no channel buffer.
+    pub feed: Option<broadcast::Sender<SharedFrame>>,
+    /// Shared with the registry's handle, to count subscribers.
+    pub feed_view: Arc<std::sync::Mutex<Option<broadcast::WeakSender<SharedFrame>>>>,
+    /// Wakes the actor when another node changed the session (shared
+    /// stores, while the session has subscribers here).
+    pub listening: Option<Arc<News>>,
+    /// A command taken from the mailbox while gathering ingest requests,
+    /// served next.
+    pub held: Option<Command>,
+}
+
+/// What woke the actor.
+enum Wake {
+    Command(Option<Command>),
+    News,
+    Idle,
+    Stop,
+}
+
+/// The hydrated state an actor owns.
+struct State {
+    /// Where the log stood after the last event applied (committed).
+    meta: SessionMeta,
+    projection: Projection,
+    since_checkpoint: u64,
+    snapshot: Option<SharedFrame>,
+    /// The projection may hold facts the store did not confirm (a shared
+    /// store failed an append); it is reloaded before any other use.
+    stale: bool,
+    /// Another node appended to this session lately (see
+    /// [`sync::CONTENDED_FOR`]).
+    contended_until: Option<Instant>,
+    /// The store forgot this never-written session (the retention sweep):
+    /// it is opened anew, with a new epoch, before any other use.
+    forgotten: bool,
+}
+
+impl Actor {
+    pub async fn run(mut self) {
+        let span = tracing::info_span!("session", session_id = %self.id);
+        async move {
+            metrics::gauge!("projector_sessions_live").increment(1.0);
+            match self.hydrate().await {
+                Ok(state) => self.serve(state).await,
+                Err(e) => {
+                    warn!(error = %e, "session hydration failed");
+                    self.stop_with_error(e).await;
+                }
+            }
+            metrics::gauge!("projector_sessions_live").decrement(1.0);
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn serve(&mut self, mut state: State) {
+        let ctx = self.ctx.clone();
+        let idle = ctx.cfg.idle_evict;
+        let mut deadline = Instant::now() + idle;
+        loop {
+            let wake = match self.held.take() {
+                Some(cmd) => Wake::Command(Some(cmd)),
+                None => {
+                    let news = self.listening.clone();
+                    tokio::select! {
+                        cmd = self.rx.recv() => Wake::Command(cmd),
+                        _ = sync::wait(news.as_deref()) => Wake::News,
+                        _ = tokio::time::sleep_until(deadline) => Wake::Idle,
+                        _ = ctx.shutdown.cancelled() => Wake::Stop,
+                    }
+                }
+            };
+            match wake {
+                Wake::Command(None) | Wake::Stop => break,
+                Wake::Command(Some(Command::EvictIfIdle)) => {
+                    if self.subscribers() == 0 {
+                        debug!("evicting to stay under sessions in memory limit");
+                        metrics::counter!("projector_sessions_evicted_total", "why" => "limit")
+                            .increment(1);
+                        break;
+                    }
+                }
+                Wake::Command(Some(cmd)) => {
+                    deadline = Instant::now() + idle;
+                    if !self.handle(&mut state, cmd).await {
+                        self.leave();
+                        return;
+                    }
+                }
+                Wake::News => self.on_news(&mut state).await,
+                Wake::Idle => {
+                    if self.subscribers() == 0 {
+                        debug!("evicting idle session");
+                        break;
+                    }
+                    deadline = Instant::now() + idle;
+                }
+            }
+        }
+        // Leave the registry first so that new callers start a fresh actor,
+        // then serve whatever was already queued.
+        self.leave();
+        self.rx.close();
+        loop {
+            let cmd = match self.held.take() {
+                Some(cmd) => cmd,
+                None => match self.rx.recv().await {
+                    Some(cmd) => cmd,
+                    None => return,
+                },
+            };
+            if !self.handle(&mut state, cmd).await {
+                return;
+            }
+        }
+    }
+
+    /// Serve one command. Returns false when the actor must stop.
+    async fn handle(&mut self, state: &mut State, cmd: Command) -> bool {
+        if state.forgotten && !matches!(cmd, Command::Expire { .. } | Command::EvictIfIdle) {
+            match self.hydrate().await {
+                Ok(fresh) => *state = fresh,
+                Err(e) => {
+                    fail(cmd, e);
+                    return true;
+                }
+            }
+        }
+        if let Err(e) = self.sync_for(state, &cmd).await {
+            fail(cmd, e);
+            return true;
+        }
+        match cmd {
+            Command::Ingest { events, reply } => {
+                return self.serve_ingest(state, events, reply).await;
+            }
+            Command::Subscribe {
+                cursor,
+                epoch,
+                reply,
+            } => {
+                let sub = self.subscribe(state, cursor, epoch.as_deref());
+                let _ = reply.send(Ok(sub));
+            }
+            Command::Snapshot { reply } => {
+                let frame = self.snapshot(state);
+                let _ = reply.send(Ok((state.meta.clone(), frame)));
+            }
+            Command::Message { pick, reply } => {
+                let _ = reply.send(Ok(self.message(state, &pick)));
+            }
+            Command::Messages {
+                before,
+                limit,
+                reply,
+            } => {
+                let _ = reply.send(Ok(Self::messages(state, before.as_deref(), limit)));
+            }
+            Command::ControlTarget { action_id, reply } => {
+                let _ = reply.send(Ok(Self::control_target(state, action_id.as_deref())));
+            }
+            Command::EvictIfIdle => {}
+            Command::Delete { reply } => {
+                let _ = reply.send(self.delete(state).await);
+            }
+            Command::Expire { before_ms, reply } => {
+                let _ = reply.send(self.expire(state, before_ms).await);
+            }
+        }
+        true
+    }
+
+    /// Leave the registry and stop following other nodes.
+    fn leave(&mut self) {
+        self.stop_listening();
+        (self.leave_registry)();
+    }
+
+    /// Stop: leave the registry, and answer what was queued with the error.
+    async fn stop_with_error(&mut self, e: StoreError) {
+        self.leave();
+        self.rx.close();
+        let msg = e.to_string();
+        while let Some(cmd) = self.rx.recv().await {
+            fail(cmd, StoreError::Unavailable(msg.clone()));
+        }
+    }
+}
+
+/// Answer a command with a store error.
+fn fail(cmd: Command, e: StoreError) {
+    let e = SessionError::Store(e);
+    match cmd {
+        Command::Ingest { reply, .. } => drop(reply.send(Err(e))),
+        Command::Subscribe { reply, .. } => drop(reply.send(Err(e))),
+        Command::Snapshot { reply } => drop(reply.send(Err(e))),
+        Command::Message { reply, .. } => drop(reply.send(Err(e))),
+        Command::Messages { reply, .. } => drop(reply.send(Err(e))),
+        Command::ControlTarget { reply, .. } => drop(reply.send(Err(e))),
+        Command::Delete { reply } => drop(reply.send(Err(e))),
+        Command::Expire { reply, .. } => drop(reply.send(Err(e))),
+        Command::EvictIfIdle => {}
+    }
+}
