@@ -1,16 +1,20 @@
-//! Replay-then-live subscriptions: a `Stream` of shared frames for one
+//! The one replay-then-live machine: a `Stream` of shared frames for one
 //! session that replays the store from a cursor, then follows the live feed
 //! with no gap and no duplicate. A subscriber that falls behind the live
 //! buffer is caught up from the store; only past the retained history does
-//! it get `reset` + `snapshot`. `sse` and `ws` are thin transports over it.
+//! it get `reset` + `snapshot`. Every stream kind is a view over it: `sse`
+//! and `ws` send its frames as they are, `ui` picks one message's AI SDK
+//! chunks out of them.
 
+mod expiry;
 pub mod sse;
 pub mod ui;
 pub mod ws;
 
+pub use expiry::until_expiry;
+
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::Stream;
 use tokio::sync::broadcast::{self, error::RecvError};
@@ -18,6 +22,7 @@ use tracing::debug;
 
 use crate::frame::{self, Frame, FrameKind, SharedFrame};
 use crate::session::{Registry, SessionError, Start};
+use crate::store::SessionMeta;
 
 /// Where a subscriber wants to start.
 #[derive(Debug, Clone, Default)]
@@ -54,7 +59,7 @@ pub fn frames(
     from: StartAt,
     replay_page: usize,
 ) -> impl Stream<Item = SharedFrame> + Send + 'static {
-    let sub = Subscriber {
+    Subscriber {
         registry,
         session,
         page: replay_page,
@@ -65,14 +70,41 @@ pub fn frames(
         phase: Phase::Subscribe {
             cursor: from.cursor,
         },
-    };
-    futures_util::stream::unfold(sub, |mut sub| async move {
-        let next = sub.next().await?;
-        Some((next, sub))
-    })
+    }
+    .into_stream()
+}
+
+/// The frames of a session after a live feed the caller already holds,
+/// positioned at `meta.head` (as [`crate::session::MessageFeed`] gives it):
+/// live from there, caught up from the store when it falls behind.
+pub fn frames_after(
+    registry: Registry,
+    session: String,
+    rx: broadcast::Receiver<SharedFrame>,
+    meta: &SessionMeta,
+    replay_page: usize,
+) -> impl Stream<Item = SharedFrame> + Send + 'static {
+    Subscriber {
+        registry,
+        session,
+        page: replay_page,
+        epoch: Some(meta.epoch.clone()),
+        rx: Some(rx),
+        last: meta.head,
+        pending: VecDeque::new(),
+        phase: Phase::Live,
+    }
+    .into_stream()
 }
 
 impl Subscriber {
+    fn into_stream(self) -> impl Stream<Item = SharedFrame> + Send + 'static {
+        futures_util::stream::unfold(self, |mut sub| async move {
+            let next = sub.next().await?;
+            Some((next, sub))
+        })
+    }
+
     async fn next(&mut self) -> Option<SharedFrame> {
         loop {
             if let Some(f) = self.pending.pop_front() {
@@ -201,61 +233,4 @@ impl Subscriber {
             cursor: Some(self.last),
         };
     }
-}
-
-/// End `inner` when a token expires (`exp`, seconds since the Unix epoch):
-/// the items of `farewell` are sent, then the stream ends. Without `exp`,
-/// `inner` as it is.
-pub fn until_expiry<S, T>(
-    inner: S,
-    exp: Option<u64>,
-    farewell: Vec<T>,
-) -> impl Stream<Item = T> + Send + 'static
-where
-    S: Stream<Item = T> + Send + 'static,
-    T: Send + 'static,
-{
-    use futures_util::StreamExt;
-    enum St<T> {
-        Running,
-        Farewell(VecDeque<T>),
-    }
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    // One timer for the stream's lifetime (not one per item). An expiry
-    // too far away for the clock to represent is no deadline at all.
-    let deadline = exp
-        .and_then(|e| {
-            tokio::time::Instant::now().checked_add(Duration::from_secs(e.saturating_sub(now)))
-        })
-        .map(|at| Box::pin(tokio::time::sleep_until(at)));
-    let farewell: VecDeque<T> = farewell.into();
-    futures_util::stream::unfold(
-        (Box::pin(inner), St::Running, Some(farewell), deadline),
-        move |(mut inner, mut st, mut bye, mut deadline)| async move {
-            loop {
-                match &mut st {
-                    St::Farewell(q) => {
-                        let item = q.pop_front()?;
-                        return Some((item, (inner, st, bye, deadline)));
-                    }
-                    St::Running => {
-                        let item = match deadline.as_mut() {
-                            None => inner.next().await,
-                            Some(d) => tokio::select! {
-                                item = inner.next() => item,
-                                _ = d.as_mut() => {
-                                    st = St::Farewell(bye.take().unwrap_or_default());
-                                    continue;
-                                }
-                            },
-                        };
-                        return item.map(|i| (i, (inner, st, bye, deadline)));
-                    }
-                }
-            }
-        },
-    )
 }

@@ -2,21 +2,22 @@
 //! `data: <UIMessageChunk>` lines, from `start` to `finish` and
 //! `data: [DONE]`. The message as it stands is replayed as the chunks that
 //! rebuild it; if it is still streaming, its live chunks follow (zero-copy
-//! slices of the shared frames) until it finishes. A subscriber that falls
-//! behind catches up from the store.
+//! slices of the shared frames) until it finishes. A view over the session's
+//! replay-then-live machine ([`super::frames_after`]), which catches a
+//! subscriber up from the store when it falls behind.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::time::Duration;
 
 use axum::http::HeaderValue;
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
-use tokio::sync::broadcast::{self, error::RecvError};
 use tokio_util::sync::CancellationToken;
 
 use crate::frame::{Frame, FrameKind, SharedFrame};
-use crate::session::{MessageFeed, Registry, Start};
+use crate::session::{MessageFeed, Registry};
 
 const DONE: &[u8] = b"data: [DONE]\n\n";
 const HEARTBEAT: &[u8] = b": keep-alive\n\n";
@@ -34,23 +35,17 @@ fn is_terminal(chunk: &[u8]) -> bool {
     chunk.starts_with(br#"{"type":"finish""#) || chunk.starts_with(br#"{"type":"abort""#)
 }
 
-struct Follow {
-    registry: Registry,
-    session: String,
+/// The chunks of one message, picked out of the session's frames.
+struct View {
+    frames: Pin<Box<dyn Stream<Item = SharedFrame> + Send>>,
     message_id: String,
-    page: usize,
-    rx: Option<broadcast::Receiver<SharedFrame>>,
-    last: u64,
     out: VecDeque<Bytes>,
     done: bool,
 }
 
-impl Follow {
-    /// Queue the chunks of `frame` for our message; false once finished.
+impl View {
+    /// Queue the chunks of `frame` for our message, up to a terminal one.
     fn take(&mut self, frame: &Frame) {
-        if let Some(c) = frame.cursor {
-            self.last = c;
-        }
         for chunk in frame.message_chunks(&self.message_id) {
             self.out.push_back(data_line(&chunk));
             if is_terminal(&chunk) {
@@ -65,47 +60,19 @@ impl Follow {
         self.done = true;
     }
 
-    /// The session was reset under us (deleted): end the message honestly.
-    fn aborted(&mut self, reason: &str) {
+    /// The session was reset under us (deleted, or the history the stream
+    /// needed to catch up is no longer retained): end the message honestly.
+    fn aborted(&mut self, reset: &Frame) {
+        let why = serde_json::from_slice::<serde_json::Value>(&reset.json)
+            .ok()
+            .and_then(|v| v.get("reason")?.as_str().map(str::to_string));
+        let reason = match why.as_deref() {
+            Some("cursor_expired") => "history no longer retained",
+            _ => "session reset",
+        };
         let chunk = serde_json::json!({"type": "abort", "reason": reason}).to_string();
         self.out.push_back(data_line(chunk.as_bytes()));
         self.finish();
-    }
-
-    /// Catch up from the store after falling behind, then follow a fresh feed.
-    async fn catch_up(&mut self) {
-        let sub = match self
-            .registry
-            .subscribe(&self.session, Some(self.last), None)
-            .await
-        {
-            Ok(s) => s,
-            Err(_) => return self.finish(),
-        };
-        let until = match sub.start {
-            Start::Resume { .. } => sub.meta.head,
-            Start::Fresh { .. } => return self.aborted("history no longer retained"),
-        };
-        self.rx = Some(sub.rx);
-        let epoch = sub.meta.epoch;
-        while self.last < until && !self.done {
-            let page = match self
-                .registry
-                .store()
-                .read(&self.session, self.last, self.page)
-                .await
-            {
-                Ok(p) if !p.is_empty() => p,
-                _ => return self.aborted("history no longer retained"),
-            };
-            for ev in page {
-                let frame = Frame::from_json(FrameKind::Delta, &epoch, Some(ev.cursor), &ev.frame);
-                self.take(&frame);
-                if self.done {
-                    return;
-                }
-            }
-        }
     }
 
     async fn next(&mut self) -> Option<Bytes> {
@@ -116,60 +83,44 @@ impl Follow {
             if self.done {
                 return None;
             }
-            let Some(rx) = self.rx.as_mut() else {
-                self.catch_up().await;
-                continue;
-            };
-            match rx.recv().await {
-                Ok(f) if f.kind == FrameKind::Delta => {
-                    let c = f.cursor.unwrap_or(0);
-                    if c <= self.last {
-                        continue;
-                    }
-                    if c != self.last + 1 {
-                        self.rx = None;
-                        continue;
-                    }
-                    self.take(&f);
-                }
-                Ok(_) => self.aborted("session reset"),
-                Err(RecvError::Lagged(_)) => {
-                    metrics::counter!("projector_lag_catchups_total").increment(1);
-                    self.rx = None;
-                }
-                Err(RecvError::Closed) => return None,
+            // The session's frames end only on shutdown or a store failure:
+            // the message stream ends unfinished, and the client may resume.
+            let f = self.frames.next().await?;
+            match f.kind {
+                FrameKind::Delta => self.take(&f),
+                FrameKind::Reset => self.aborted(&f),
+                _ => {}
             }
         }
     }
 }
 
-/// The replay-then-follow byte stream of one message.
+/// The replay-then-follow byte stream of one message: the message as it
+/// stands, then (unless it has finished) its chunks from the session's
+/// frames after the feed's position.
 pub fn message_stream(
     registry: Registry,
     session: String,
     feed: MessageFeed,
     replay_page: usize,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
-    let mut f = Follow {
-        registry,
-        session,
+    let frames = super::frames_after(registry, session, feed.rx, &feed.meta, replay_page);
+    let mut view = View {
+        frames: Box::pin(frames),
         message_id: feed.message.id.clone(),
-        page: replay_page,
-        rx: Some(feed.rx),
-        last: feed.meta.head,
         out: VecDeque::new(),
         done: false,
     };
     for chunk in feed.message.replay_chunks() {
         let json = serde_json::to_vec(&chunk).expect("chunks serialise");
-        f.out.push_back(data_line(&json));
+        view.out.push_back(data_line(&json));
     }
     if feed.message.is_finished() {
-        f.finish();
+        view.finish();
     }
-    futures_util::stream::unfold(f, |mut f| async move {
-        let b = f.next().await?;
-        Some((b, f))
+    futures_util::stream::unfold(view, |mut view| async move {
+        let b = view.next().await?;
+        Some((b, view))
     })
 }
 
