@@ -4,7 +4,7 @@
 //! ending right before `before` (newest page without it). `nextBefore` is
 //! the `before` of the next, older page. `format=ui` (default) answers AI
 //! SDK `UIMessage`s (`{id, role, parts, metadata}`); `format=umo` the Umo
-//! Editor message body (seed 001, `projection::umo`).
+//! Editor message body (seed 001, `projection::umo_blocks`).
 
 use axum::extract::State;
 use axum::routing::get;
@@ -18,7 +18,7 @@ use super::auth::{Caller, Scope};
 use super::extract::Q;
 use super::{AppState, SessionId};
 use crate::error::{Problem, ProblemDoc};
-use crate::projection::{umo, Message};
+use crate::projection::{umo_blocks, Message};
 
 /// Most messages per page.
 pub const MAX_PAGE: usize = 500;
@@ -120,7 +120,7 @@ pub async fn get_messages(
         .iter()
         .map(|m| match format {
             MessageFormat::Ui => ui_message(m),
-            MessageFormat::Umo => umo::message(m),
+            MessageFormat::Umo => umo_blocks::message(m),
         })
         .collect();
     Ok(Json(MessagesPage {

@@ -11,8 +11,8 @@
 
 use serde_json::{json, Value};
 
-use super::ctx::Ctx;
-use super::state::Severity;
+use super::public_state::Severity;
+use super::reducer::Reducer;
 
 /// The one allowed patch root.
 pub const APP_ROOT: &str = "/app";
@@ -187,24 +187,24 @@ pub fn apply_patch(app: &Value, ops: &[Value]) -> Result<Value, String> {
     Ok(app)
 }
 
-impl<'a> Ctx<'a> {
+impl<'a> Reducer<'a> {
     /// `state.delta`: patch `state.app`, or reject the whole patch.
     pub fn on_state_delta(&mut self) {
-        let target = self.pstr(&["target"]);
+        let target = self.first_str(&["target"]);
         let ops = ["patch", "operations", "ops", "delta"]
             .iter()
-            .find_map(|k| self.f.payload.get(*k).and_then(Value::as_array).cloned());
+            .find_map(|k| self.fact.payload.get(*k).and_then(Value::as_array).cloned());
         let result = match (target.as_deref(), ops) {
             (Some(t), _) if t != "app" && t != APP_ROOT => {
                 Err(format!("target '{t}' is not allowed; only 'app' is"))
             }
             (_, None) => Err("no JSON Patch array in payload.patch".into()),
-            (_, Some(ops)) => apply_patch(&self.st.app, &ops),
+            (_, Some(ops)) => apply_patch(&self.state.app, &ops),
         };
         match result {
             Ok(app) => {
-                if app != self.st.app {
-                    self.st.app = app;
+                if app != self.state.app {
+                    self.state.app = app;
                     self.touch("app", "app");
                 }
             }
@@ -218,7 +218,7 @@ impl<'a> Ctx<'a> {
     /// `state.snapshot` (or a repair carrying `payload.state`/`app`): the
     /// whole application state.
     pub fn on_app_snapshot(&mut self) {
-        let Some(v) = self.pval(&["app", "state"]) else {
+        let Some(v) = self.first_value(&["app", "state"]) else {
             return;
         };
         match apply_patch(
@@ -226,7 +226,7 @@ impl<'a> Ctx<'a> {
             &[json!({"op": "add", "path": "/app", "value": v})],
         ) {
             Ok(app) => {
-                self.st.app = app;
+                self.state.app = app;
                 self.touch("app", "app");
             }
             Err(why) => {

@@ -5,8 +5,8 @@
 
 use serde_json::{json, Value};
 
-use super::ctx::{merge, push_unique, truncate, Ctx};
-use super::state::Severity;
+use super::public_state::Severity;
+use super::reducer::{merge, push_unique, truncate, Reducer};
 use super::tools::ToolEnd;
 
 fn refs_of(v: &Value, key: &str) -> Vec<String> {
@@ -20,9 +20,9 @@ fn refs_of(v: &Value, key: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-impl<'a> Ctx<'a> {
+impl<'a> Reducer<'a> {
     fn upsert_coding(&mut self, which: &str, id: &str, patch: Value, refs: &[String]) {
-        let c = &mut self.st.coding;
+        let c = &mut self.state.coding;
         let map = match which {
             "file" => &mut c.files,
             "patch" => &mut c.patches,
@@ -49,12 +49,12 @@ impl<'a> Ctx<'a> {
     /// `file.read | file.changed`.
     pub fn on_file(&mut self) {
         let path = self
-            .pstr(&["path", "relativePath"])
-            .or_else(|| self.f.ids.artifact_id.clone())
-            .unwrap_or_else(|| format!("unknown:{}", self.f.id));
-        let changed = self.f.class == "file.changed";
+            .first_str(&["path", "relativePath"])
+            .or_else(|| self.fact.ids.artifact_id.clone())
+            .unwrap_or_else(|| format!("unknown:{}", self.fact.id));
+        let changed = self.fact.class == "file.changed";
         let prev = self
-            .st
+            .state
             .coding
             .files
             .get(&path)
@@ -65,12 +65,12 @@ impl<'a> Ctx<'a> {
             "path": path,
             "reads": count("reads") + u64::from(!changed),
             "changes": count("changes") + u64::from(changed),
-            "changeKind": if changed { self.pstr(&["changeKind", "operation"]) } else { None },
-            "artifactId": self.f.ids.artifact_id,
+            "changeKind": if changed { self.first_str(&["changeKind", "operation"]) } else { None },
+            "artifactId": self.fact.ids.artifact_id,
             "toolCallId": self.tool_call_id(),
-            "diffRef": self.pstr(&["diffRef"]),
-            "checkpointRef": self.pstr(&["checkpointRef"]),
-            "contentRef": self.pstr(&["contentRef"]),
+            "diffRef": self.first_str(&["diffRef"]),
+            "checkpointRef": self.first_str(&["checkpointRef"]),
+            "contentRef": self.first_str(&["contentRef"]),
             "updatedCursor": self.cursor,
         });
         self.upsert_coding("file", &path, patch, &[]);
@@ -79,8 +79,8 @@ impl<'a> Ctx<'a> {
 
     /// `patch.* | command.* | test.*`.
     pub fn on_coding(&mut self) {
-        let class = self.f.class.clone();
-        let fam = self.f.family().to_string();
+        let class = self.fact.class.clone();
+        let fam = self.fact.family().to_string();
         let tcid = self.tool_call_id();
         let id_key = match fam.as_str() {
             "patch" => "patchId",
@@ -88,14 +88,14 @@ impl<'a> Ctx<'a> {
             _ => "testRunId",
         };
         let id = self
-            .pstr(&[id_key])
+            .first_str(&[id_key])
             .or_else(|| tcid.clone())
-            .unwrap_or_else(|| format!("unknown:{}", self.f.id));
+            .unwrap_or_else(|| format!("unknown:{}", self.fact.id));
         let refs = self.refs();
         let status = self.status().unwrap_or("").to_string();
-        let exit = self.pint("exitCode");
-        let result = self.pstr(&["result"]);
-        let failure = self.pstr(&["failureCategory"]);
+        let exit = self.payload_int("exitCode");
+        let result = self.first_str(&["result"]);
+        let failure = self.first_str(&["failureCategory"]);
         let ended_failed = match class.as_str() {
             "patch.failed" => true,
             "command.exited" => exit.is_some_and(|c| c != 0) || status == "failed",
@@ -137,19 +137,19 @@ impl<'a> Ctx<'a> {
         match fam.as_str() {
             "patch" => merge(
                 &mut patch,
-                json!({"path": self.pstr(&["path"]), "diffRef": self.pstr(&["diffRef"])}),
+                json!({"path": self.first_str(&["path"]), "diffRef": self.first_str(&["diffRef"])}),
             ),
             "command" => merge(
                 &mut patch,
                 json!({
-                    "command": self.pstr(&["command"]).map(|c| truncate(&c, 500)),
-                    "cwd": self.pstr(&["cwd"]),
+                    "command": self.first_str(&["command"]).map(|c| truncate(&c, 500)),
+                    "cwd": self.first_str(&["cwd"]),
                     "exitCode": exit,
                 }),
             ),
             _ => {
                 let prev_runs = self
-                    .st
+                    .state
                     .coding
                     .tests
                     .get(&id)
@@ -159,10 +159,10 @@ impl<'a> Ctx<'a> {
                 merge(
                     &mut patch,
                     json!({
-                        "suite": self.pstr(&["suite"]),
-                        "commandId": self.pstr(&["commandId"]),
-                        "passed": self.pval(&["passed"]),
-                        "failed": self.pval(&["failed"]),
+                        "suite": self.first_str(&["suite"]),
+                        "commandId": self.first_str(&["commandId"]),
+                        "passed": self.first_value(&["passed"]),
+                        "failed": self.first_value(&["failed"]),
                         "runs": if class == "test.started" { Some(prev_runs + 1) } else { None },
                     }),
                 );
@@ -170,9 +170,9 @@ impl<'a> Ctx<'a> {
         }
         if !ended_failed {
             if let Some(e) = match fam.as_str() {
-                "patch" => self.st.coding.patches.get_mut(&id),
-                "command" => self.st.coding.commands.get_mut(&id),
-                _ => self.st.coding.tests.get_mut(&id),
+                "patch" => self.state.coding.patches.get_mut(&id),
+                "command" => self.state.coding.commands.get_mut(&id),
+                _ => self.state.coding.tests.get_mut(&id),
             } {
                 if let Some(o) = e.as_object_mut() {
                     if terminal || class.ends_with(".started") {
@@ -216,9 +216,9 @@ impl<'a> Ctx<'a> {
                 let extra = match fam.as_str() {
                     "command" => json!({"exitCode": exit}),
                     "test" => {
-                        json!({"result": result, "passed": self.pval(&["passed"]), "failed": self.pval(&["failed"])})
+                        json!({"result": result, "passed": self.first_value(&["passed"]), "failed": self.first_value(&["failed"])})
                     }
-                    _ => json!({"path": self.pstr(&["path"])}),
+                    _ => json!({"path": self.first_str(&["path"])}),
                 };
                 ToolEnd::Output(self.tool_output(extra))
             };
@@ -229,28 +229,28 @@ impl<'a> Ctx<'a> {
     /// `sandbox.blocked`: coding and permission blocks, a diagnostic, and a
     /// blocked runtime.
     pub fn on_sandbox_blocked(&mut self) {
-        self.int.block_seq += 1;
-        let block_id = format!("block:{}", self.int.block_seq);
+        self.books.block_seq += 1;
+        let block_id = format!("block:{}", self.books.block_seq);
         let mut b = json!({"blockId": block_id});
         merge(
             &mut b,
             json!({
-                "reasonCode": self.pstr(&["reasonCode", "reason"]),
-                "commandId": self.pstr(&["commandId"]),
+                "reasonCode": self.first_str(&["reasonCode", "reason"]),
+                "commandId": self.first_str(&["commandId"]),
                 "toolCallId": self.tool_call_id(),
                 "title": self.title(),
-                "recoveryHintRef": self.pstr(&["recoveryHintRef"]),
-                "eventId": self.f.id,
+                "recoveryHintRef": self.first_str(&["recoveryHintRef"]),
+                "eventId": self.fact.id,
                 "cursor": self.cursor,
             }),
         );
-        self.st.coding.blocks.push(b.clone());
-        self.st.permissions.blocks.push(b);
-        self.st.permissions.updated_cursor = Some(self.cursor);
+        self.state.coding.blocks.push(b.clone());
+        self.state.permissions.blocks.push(b);
+        self.state.permissions.updated_cursor = Some(self.cursor);
         self.touch("coding", block_id);
         self.touch("permissions", "permissions");
         let reason = self
-            .pstr(&["reasonCode", "reason"])
+            .first_str(&["reasonCode", "reason"])
             .unwrap_or_else(|| "sandbox".into());
         self.diag(
             "sandbox.blocked",

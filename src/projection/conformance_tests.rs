@@ -236,7 +236,7 @@ fn fixture_specific_details() {
         "你好，Lime。",
         "model.completed confirmed, not appended"
     );
-    assert_eq!(m.status, message::MessageStatus::Complete);
+    assert_eq!(m.status, ui_message::MessageStatus::Complete);
 
     let r = get("coding-test-failure-fix");
     let s = r.state();

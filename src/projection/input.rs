@@ -11,8 +11,8 @@
 use serde_json::{json, Value};
 
 use super::chunk::Chunk;
-use super::ctx::{merge, nonempty, truncate, Ctx};
-use super::message::Role;
+use super::reducer::{merge, nonempty, truncate, Reducer};
+use super::ui_message::Role;
 use crate::event::redact;
 
 /// Attachments kept per user message.
@@ -131,13 +131,13 @@ pub fn parse_attachment(v: &Value, index: usize) -> Result<Attachment, String> {
     Ok(Attachment::Ref { id, data })
 }
 
-impl<'a> Ctx<'a> {
+impl<'a> Reducer<'a> {
     /// The attachments of a user input fact, dropping the unsafe ones.
     fn attachments(&mut self) -> Vec<Attachment> {
         let mut out = Vec::new();
         let mut n = 0;
         for key in ["attachments", "files", "images"] {
-            let Some(Value::Array(items)) = self.f.payload.get(key) else {
+            let Some(Value::Array(items)) = self.fact.payload.get(key) else {
                 continue;
             };
             let items = items.clone();
@@ -165,8 +165,8 @@ impl<'a> Ctx<'a> {
     /// `turn.submitted` (and user text facts): the user message.
     pub fn on_user_input(&mut self) {
         let text = self
-            .pstr(&["text", "input", "content", "prompt"])
-            .or_else(|| self.pstr(&["message"]));
+            .first_str(&["text", "input", "content", "prompt"])
+            .or_else(|| self.first_str(&["message"]));
         let atts = self.attachments();
         if text.is_none() && atts.is_empty() {
             return;
@@ -181,12 +181,12 @@ impl<'a> Ctx<'a> {
             base
         };
         self.create_message(&id, Role::User);
-        if let Some(m) = self.st.messages.iter_mut().find(|m| m.id == id) {
+        if let Some(m) = self.state.messages.iter_mut().find(|m| m.id == id) {
             m.agent_id = None;
         }
         if let Some(text) = text {
             let pid = format!("{id}-t0");
-            self.int
+            self.books
                 .part_ids
                 .entry(id.clone())
                 .or_default()
@@ -217,7 +217,7 @@ impl<'a> Ctx<'a> {
     /// A user-role text fact: the user's message, or, when a teammate sent
     /// it, a worker notification (never user speech).
     pub fn on_user_text(&mut self) {
-        if self.agent().is_some() || nonempty(self.f.ids.worker_id.as_deref()).is_some() {
+        if self.agent().is_some() || nonempty(self.fact.ids.worker_id.as_deref()).is_some() {
             self.on_worker_notification();
             return;
         }

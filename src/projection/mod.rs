@@ -14,22 +14,26 @@
 //! `chunk.rs` and `message.rs` hold the AI SDK shapes; `umo.rs` maps
 //! messages to the Umo Editor message body.
 
-mod app_state;
+mod actions;
+mod agent_context;
+mod app_patch;
+mod artifacts;
 pub mod chunk;
 mod coding;
-mod ctx;
 mod input;
-pub mod message;
-mod messages;
-mod process;
+mod permissions;
+mod plans;
+pub mod public_state;
+mod queue;
+mod reducer;
 mod repair;
 mod runtime;
 pub mod sequence;
-pub mod state;
-mod surfaces;
 mod team;
 mod tools;
-pub mod umo;
+mod transcript;
+pub mod ui_message;
+pub mod umo_blocks;
 
 #[cfg(test)]
 mod conformance_tests;
@@ -44,9 +48,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::event::{classes, Fact};
 pub use chunk::{Chunk, ChunkOut, FinishReason};
-use ctx::{Ctx, Internal};
-pub use message::{Message, Part, Role};
-pub use state::State;
+pub use public_state::PublicState;
+use reducer::{Bookkeeping, Reducer};
+pub use ui_message::{Message, Part, Role};
 
 /// Reducer settings (from `[projection]` in the config).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,28 +106,28 @@ pub struct Applied {
     pub findings: Vec<Finding>,
 }
 
-/// The projection of one session: the public [`State`], the bookkeeping the
+/// The projection of one session: the public [`PublicState`], the bookkeeping the
 /// reducer needs (checkpointed with it, never shown), and the cursor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Projection {
     cursor: u64,
-    state: State,
-    internal: Internal,
+    state: PublicState,
+    internal: Bookkeeping,
 }
 
 impl Projection {
     /// An empty projection.
     pub fn new(_cfg: &ProjectionConfig) -> Self {
-        let mut state = State {
+        let mut state = PublicState {
             queue: serde_json::json!({}),
-            app: state::empty_object(),
-            ..State::default()
+            app: public_state::empty_object(),
+            ..PublicState::default()
         };
-        state.team.info = state::empty_object();
+        state.team.info = public_state::empty_object();
         Projection {
             cursor: 0,
             state,
-            internal: Internal::default(),
+            internal: Bookkeeping::default(),
         }
     }
 
@@ -137,7 +141,7 @@ impl Projection {
     pub fn apply(&mut self, cfg: &ProjectionConfig, cursor: u64, fact: &Fact) -> Applied {
         self.cursor = cursor;
         let before = self.state.runtime.clone();
-        let mut cx = Ctx::new(&mut self.state, &mut self.internal, cfg, cursor, fact);
+        let mut cx = Reducer::new(&mut self.state, &mut self.internal, cfg, cursor, fact);
         cx.timeline();
         cx.check_sequence();
         cx.adopt_topology();
@@ -151,7 +155,7 @@ impl Projection {
     }
 
     /// The public state.
-    pub fn state(&self) -> &State {
+    pub fn state(&self) -> &PublicState {
         &self.state
     }
 
@@ -218,20 +222,20 @@ impl Projection {
 }
 
 /// Route one fact by its canonical class.
-fn dispatch(cx: &mut Ctx<'_>) {
-    let class = cx.f.class.clone();
+fn dispatch(cx: &mut Reducer<'_>) {
+    let class = cx.fact.class.clone();
     if !classes::is_known(&class) {
         cx.diag(
             "unknown_event_class",
-            state::Severity::Info,
+            public_state::Severity::Info,
             format!(
                 "unknown event class '{}': kept on the timeline only",
-                cx.f.source_class
+                cx.fact.source_class
             ),
         );
         return;
     }
-    let user_text = class.starts_with("text.") && cx.f.payload_str("role") == Some("user");
+    let user_text = class.starts_with("text.") && cx.fact.payload_str("role") == Some("user");
     if runtime::is_work(&class) && !user_text {
         cx.on_work();
     } else if class == "action.required" {
@@ -242,7 +246,7 @@ fn dispatch(cx: &mut Ctx<'_>) {
         "run.started" => cx.on_run_started(),
         "run.status" => cx.on_run_status(),
         "run.finished" | "run.failed" | "run.canceled" => cx.on_run_end(),
-        "text.delta" | "text.final" if cx.f.payload_str("role") == Some("user") => {
+        "text.delta" | "text.final" if cx.fact.payload_str("role") == Some("user") => {
             cx.on_user_text()
         }
         "text.delta" => cx.on_text_delta(),

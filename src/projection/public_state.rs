@@ -8,7 +8,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::message::Message;
+use super::ui_message::Message;
 
 /// Runtime statuses a projection may show (docs/PROTOCOL.md §3).
 pub const RUNTIME_STATUSES: &[&str] = &[
@@ -31,7 +31,7 @@ pub const RUNTIME_STATUSES: &[&str] = &[
 /// The whole public state.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct State {
+pub struct PublicState {
     pub runtime: Runtime,
     pub messages: Vec<Message>,
     pub tools: IndexMap<String, ToolEntry>,

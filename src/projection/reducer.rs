@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::chunk::{Chunk, ChunkOut};
+use super::public_state::{Diagnostic, PublicState, Runtime, Severity, TimelineEntry};
 use super::sequence::Sequencer;
-use super::state::{Diagnostic, Runtime, Severity, State, TimelineEntry};
 use super::{Applied, Finding, ProjectionConfig};
 use crate::event::Fact;
 
@@ -24,7 +24,7 @@ pub struct TurnMark {
 /// Bookkeeping that is checkpointed with the projection but never shown in
 /// the public snapshot.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Internal {
+pub struct Bookkeeping {
     /// Current assistant message per `agent \u{1f} turn` key.
     pub current: IndexMap<String, String>,
     /// Text/reasoning part ids ever used per message: `(chunk id, part index)`.
@@ -43,12 +43,15 @@ pub struct Internal {
 }
 
 /// The context of one `Projection::apply`.
-pub struct Ctx<'a> {
-    pub st: &'a mut State,
-    pub int: &'a mut Internal,
+pub struct Reducer<'a> {
+    /// The public state under change.
+    pub state: &'a mut PublicState,
+    /// The bookkeeping under change.
+    pub books: &'a mut Bookkeeping,
     pub cfg: &'a ProjectionConfig,
     pub cursor: u64,
-    pub f: &'a Fact,
+    /// The fact being folded.
+    pub fact: &'a Fact,
     pub out: Applied,
     diag_n: u32,
     touched: Vec<(&'static str, String)>,
@@ -106,21 +109,21 @@ pub fn merge(entry: &mut Value, patch: Value) {
     }
 }
 
-impl<'a> Ctx<'a> {
+impl<'a> Reducer<'a> {
     pub fn new(
-        st: &'a mut State,
-        int: &'a mut Internal,
+        state: &'a mut PublicState,
+        books: &'a mut Bookkeeping,
         cfg: &'a ProjectionConfig,
         cursor: u64,
-        f: &'a Fact,
+        fact: &'a Fact,
     ) -> Self {
-        let actions_len_before = st.actions.len();
-        Ctx {
-            st,
-            int,
+        let actions_len_before = state.actions.len();
+        Reducer {
+            state,
+            books,
             cfg,
             cursor,
-            f,
+            fact,
             out: Applied::default(),
             diag_n: 0,
             touched: Vec::new(),
@@ -132,48 +135,49 @@ impl<'a> Ctx<'a> {
     // ---- fact fields -------------------------------------------------------
 
     /// First non-empty payload string among `keys`.
-    pub fn pstr(&self, keys: &[&str]) -> Option<String> {
-        keys.iter().find_map(|k| nonempty(self.f.payload_str(k)))
+    pub fn first_str(&self, keys: &[&str]) -> Option<String> {
+        keys.iter().find_map(|k| nonempty(self.fact.payload_str(k)))
     }
 
     /// First payload value among `keys` that is not null.
-    pub fn pval(&self, keys: &[&str]) -> Option<Value> {
+    pub fn first_value(&self, keys: &[&str]) -> Option<Value> {
         keys.iter()
-            .find_map(|k| self.f.payload.get(*k).filter(|v| !v.is_null()).cloned())
+            .find_map(|k| self.fact.payload.get(*k).filter(|v| !v.is_null()).cloned())
     }
 
     /// First payload string among `keys`, even if blank (text deltas).
-    pub fn ptext(&self, keys: &[&str]) -> Option<String> {
+    pub fn first_text(&self, keys: &[&str]) -> Option<String> {
         keys.iter()
-            .find_map(|k| self.f.payload_str(k))
+            .find_map(|k| self.fact.payload_str(k))
             .map(str::to_string)
     }
 
     /// A payload integer.
-    pub fn pint(&self, key: &str) -> Option<i64> {
-        self.f.payload.get(key).and_then(|v| {
+    pub fn payload_int(&self, key: &str) -> Option<i64> {
+        self.fact.payload.get(key).and_then(|v| {
             v.as_i64()
                 .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
         })
     }
 
     pub fn title(&self) -> Option<String> {
-        nonempty(self.f.title.as_deref())
+        nonempty(self.fact.title.as_deref())
     }
 
     pub fn status(&self) -> Option<&str> {
-        self.f.status.as_deref()
+        self.fact.status.as_deref()
     }
 
     /// `ids.turnId | ids.runId`.
     pub fn turn(&self) -> Option<String> {
-        nonempty(self.f.ids.turn_id.as_deref()).or_else(|| nonempty(self.f.ids.run_id.as_deref()))
+        nonempty(self.fact.ids.turn_id.as_deref())
+            .or_else(|| nonempty(self.fact.ids.run_id.as_deref()))
     }
 
     /// `ids.agentId | ids.subagentId`.
     pub fn agent(&self) -> Option<String> {
-        nonempty(self.f.ids.agent_id.as_deref())
-            .or_else(|| nonempty(self.f.ids.subagent_id.as_deref()))
+        nonempty(self.fact.ids.agent_id.as_deref())
+            .or_else(|| nonempty(self.fact.ids.subagent_id.as_deref()))
     }
 
     /// The verifier's turn key.
@@ -183,17 +187,17 @@ impl<'a> Ctx<'a> {
 
     /// `ids.toolCallId`.
     pub fn tool_call_id(&self) -> Option<String> {
-        nonempty(self.f.ids.tool_call_id.as_deref())
+        nonempty(self.fact.ids.tool_call_id.as_deref())
     }
 
     /// `refIds` plus string `outputRef`/`ref` payload fields, deduplicated.
     pub fn refs(&self) -> Vec<String> {
         let mut v = Vec::new();
-        for r in &self.f.ref_ids {
+        for r in &self.fact.ref_ids {
             push_unique(&mut v, r);
         }
         for k in ["outputRef", "ref"] {
-            if let Some(r) = self.pstr(&[k]) {
+            if let Some(r) = self.first_str(&[k]) {
                 push_unique(&mut v, &r);
             }
         }
@@ -206,7 +210,7 @@ impl<'a> Ctx<'a> {
     /// reject is not emitted; a diagnostic records it instead.
     pub fn emit(&mut self, msg: &str, chunk: Chunk) -> bool {
         // Chunks almost always go to a recent message: search from the end.
-        let Some(m) = self.st.messages.iter_mut().rev().find(|m| m.id == msg) else {
+        let Some(m) = self.state.messages.iter_mut().rev().find(|m| m.id == msg) else {
             self.diag(
                 "chunk_rejected",
                 Severity::Warning,
@@ -252,18 +256,18 @@ impl<'a> Ctx<'a> {
     ) -> String {
         self.diag_n += 1;
         let id = format!("d{}-{}", self.cursor, self.diag_n);
-        self.st.diagnostics.push_back(Diagnostic {
+        self.state.diagnostics.push_back(Diagnostic {
             id: id.clone(),
             code: code.to_string(),
             severity,
-            class: self.f.class.clone(),
-            event_id: self.f.id.clone(),
+            class: self.fact.class.clone(),
+            event_id: self.fact.id.clone(),
             cursor: self.cursor,
             message,
             tool_call_id,
         });
-        while self.st.diagnostics.len() > self.cfg.max_diagnostics {
-            self.st.diagnostics.pop_front();
+        while self.state.diagnostics.len() > self.cfg.max_diagnostics {
+            self.state.diagnostics.pop_front();
         }
         self.touch("diagnostics", id.clone());
         id
@@ -280,32 +284,33 @@ impl<'a> Ctx<'a> {
 
     /// Add the fact's timeline entry.
     pub fn timeline(&mut self) {
-        self.st.timeline.push_back(TimelineEntry {
+        self.state.timeline.push_back(TimelineEntry {
             cursor: self.cursor,
-            event_id: self.f.id.clone(),
-            class: self.f.class.clone(),
-            source_class: self.f.source_class.clone(),
-            status: self.f.status.clone(),
-            title: self.f.title.as_ref().map(|t| truncate(t, 200)),
-            timestamp: self.f.timestamp.clone(),
-            taxonomy: (self.f.taxonomy != Default::default()).then(|| self.f.taxonomy.clone()),
+            event_id: self.fact.id.clone(),
+            class: self.fact.class.clone(),
+            source_class: self.fact.source_class.clone(),
+            status: self.fact.status.clone(),
+            title: self.fact.title.as_ref().map(|t| truncate(t, 200)),
+            timestamp: self.fact.timestamp.clone(),
+            taxonomy: (self.fact.taxonomy != Default::default())
+                .then(|| self.fact.taxonomy.clone()),
         });
-        while self.st.timeline.len() > self.cfg.max_timeline {
-            self.st.timeline.pop_front();
+        while self.state.timeline.len() > self.cfg.max_timeline {
+            self.state.timeline.pop_front();
         }
     }
 
     /// Finish the fact: derived runtime fields, bounds, surface chunks.
     pub fn finish(mut self, runtime_before: &Runtime) -> Applied {
-        self.st.runtime.stale = self.int.sequence.stale();
+        self.state.runtime.stale = self.books.sequence.stale();
         self.enforce_bounds();
         // Recount pending actions only when this fact touched them or a
         // bound dropped some, not for every text delta.
-        if self.actions_len_before != self.st.actions.len()
+        if self.actions_len_before != self.state.actions.len()
             || self.touched.iter().any(|(s, _)| *s == "actions")
         {
-            self.st.runtime.pending_actions = self
-                .st
+            self.state.runtime.pending_actions = self
+                .state
                 .actions
                 .values()
                 .filter(|a| a.status == "pending")
@@ -319,11 +324,11 @@ impl<'a> Ctx<'a> {
                 });
             }
         }
-        if self.st.runtime != *runtime_before {
-            if self.f.timestamp.is_some() {
-                self.st.runtime.updated_at = self.f.timestamp.clone();
+        if self.state.runtime != *runtime_before {
+            if self.fact.timestamp.is_some() {
+                self.state.runtime.updated_at = self.fact.timestamp.clone();
             }
-            let v = serde_json::to_value(&self.st.runtime).unwrap_or(Value::Null);
+            let v = serde_json::to_value(&self.state.runtime).unwrap_or(Value::Null);
             self.out.chunks.push(ChunkOut {
                 message_id: None,
                 chunk: Chunk::data("runtime", "runtime", v),
@@ -334,43 +339,43 @@ impl<'a> Ctx<'a> {
 
     fn enforce_bounds(&mut self) {
         let max = self.cfg.max_surface_entries;
-        bound_map(&mut self.st.tools, max);
-        bound_map(&mut self.st.actions, max);
-        bound_map(&mut self.st.artifacts, max);
-        bound_map(&mut self.st.evidence, max);
-        bound_map(&mut self.st.tasks, max);
-        bound_map(&mut self.st.agents, max);
-        bound_map(&mut self.int.turns, max);
-        let t = &mut self.st.team;
+        bound_map(&mut self.state.tools, max);
+        bound_map(&mut self.state.actions, max);
+        bound_map(&mut self.state.artifacts, max);
+        bound_map(&mut self.state.evidence, max);
+        bound_map(&mut self.state.tasks, max);
+        bound_map(&mut self.state.agents, max);
+        bound_map(&mut self.books.turns, max);
+        let t = &mut self.state.team;
         bound_vec(&mut t.roster, max);
         bound_vec(&mut t.handoffs, max);
         bound_vec(&mut t.reviews, max);
         bound_vec(&mut t.notifications, max);
         bound_vec(&mut t.channels, max);
         bound_vec(&mut t.edges, max);
-        let c = &mut self.st.coding;
+        let c = &mut self.state.coding;
         bound_map(&mut c.files, max);
         bound_map(&mut c.patches, max);
         bound_map(&mut c.commands, max);
         bound_map(&mut c.tests, max);
         bound_vec(&mut c.blocks, max);
-        bound_vec(&mut self.st.context.refs, max);
-        bound_vec(&mut self.st.context.missing, max);
-        bound_vec(&mut self.st.context.compactions, max);
-        bound_vec(&mut self.st.permissions.blocks, max);
-        bound_map(&mut self.st.permissions.agents, max);
-        bound_map(&mut self.st.plans, max);
-        while self.st.messages.len() > self.cfg.max_messages.max(1) {
-            let m = self.st.messages.remove(0);
-            self.int.current.retain(|_, v| *v != m.id);
-            self.int.part_ids.shift_remove(&m.id);
+        bound_vec(&mut self.state.context.refs, max);
+        bound_vec(&mut self.state.context.missing, max);
+        bound_vec(&mut self.state.context.compactions, max);
+        bound_vec(&mut self.state.permissions.blocks, max);
+        bound_map(&mut self.state.permissions.agents, max);
+        bound_map(&mut self.state.plans, max);
+        while self.state.messages.len() > self.cfg.max_messages.max(1) {
+            let m = self.state.messages.remove(0);
+            self.books.current.retain(|_, v| *v != m.id);
+            self.books.part_ids.shift_remove(&m.id);
         }
-        bound_map(&mut self.int.current, max);
+        bound_map(&mut self.books.current, max);
     }
 
     /// The current JSON of a touched surface entry (None if it was dropped).
     fn surface_value(&self, surface: &str, id: &str) -> Option<Value> {
-        let st = &*self.st;
+        let st = &*self.state;
         let j = |v: Option<&dyn erased::Ser>| v.map(|v| v.to_json());
         match surface {
             "tools" => j(st.tools.get(id).map(|v| v as _)),
@@ -399,7 +404,7 @@ fn find_by(list: &[Value], key: &str, id: &str) -> Option<Value> {
         .cloned()
 }
 
-fn team_value(st: &State, id: &str) -> Option<Value> {
+fn team_value(st: &PublicState, id: &str) -> Option<Value> {
     let t = &st.team;
     let (kind, rest) = id.split_once(':').unwrap_or((id, ""));
     match kind {
@@ -414,7 +419,7 @@ fn team_value(st: &State, id: &str) -> Option<Value> {
     }
 }
 
-fn coding_value(st: &State, id: &str) -> Option<Value> {
+fn coding_value(st: &PublicState, id: &str) -> Option<Value> {
     let c = &st.coding;
     let (kind, rest) = id.split_once(':')?;
     match kind {

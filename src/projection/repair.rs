@@ -9,9 +9,9 @@
 use serde_json::Value;
 
 use super::chunk::{Chunk, FinishReason};
-use super::ctx::Ctx;
-use super::message::{MessageStatus, Role};
-use super::state::Severity;
+use super::public_state::Severity;
+use super::reducer::Reducer;
+use super::ui_message::{MessageStatus, Role};
 
 const TERMINAL_TOOL: &[&str] = &["completed", "failed", "cancelled"];
 const TERMINAL_WORDS: &[&str] = &[
@@ -47,15 +47,15 @@ fn entries(v: Option<&Value>, key: &str) -> Vec<(String, Value)> {
     }
 }
 
-impl<'a> Ctx<'a> {
+impl<'a> Reducer<'a> {
     /// A repair event.
     pub fn on_repair(&mut self) {
-        self.int.sequence.repair();
+        self.books.sequence.repair();
         self.refuse_fake_completions();
-        if let Some(Value::Array(ms)) = self.f.payload.get("messages").cloned() {
+        if let Some(Value::Array(ms)) = self.fact.payload.get("messages").cloned() {
             self.restore_messages(&ms);
         }
-        if self.f.class == "state.snapshot" || self.f.payload.contains_key("app") {
+        if self.fact.class == "state.snapshot" || self.fact.payload.contains_key("app") {
             self.on_app_snapshot();
         }
     }
@@ -64,17 +64,17 @@ impl<'a> Ctx<'a> {
     /// have not said so: ignored, with a finding each.
     fn refuse_fake_completions(&mut self) {
         let mut claims: Vec<(String, String, String)> = Vec::new();
-        for (id, e) in entries(self.f.payload.get("tools"), "toolCallId") {
+        for (id, e) in entries(self.fact.payload.get("tools"), "toolCallId") {
             if let Some(w) = word(&e, &["status", "state"]) {
                 claims.push(("tool".into(), id, w));
             }
         }
-        for (id, e) in entries(self.f.payload.get("actions"), "actionId") {
+        for (id, e) in entries(self.fact.payload.get("actions"), "actionId") {
             if let Some(w) = word(&e, &["status", "decision"]) {
                 claims.push(("action".into(), id, w));
             }
         }
-        if let Some(Value::Array(ms)) = self.f.payload.get("messages") {
+        if let Some(Value::Array(ms)) = self.fact.payload.get("messages") {
             for p in ms
                 .iter()
                 .filter_map(|m| m.get("parts")?.as_array())
@@ -104,12 +104,12 @@ impl<'a> Ctx<'a> {
             }
             let done = match what.as_str() {
                 "tool" => self
-                    .st
+                    .state
                     .tools
                     .get(&id)
                     .is_some_and(|t| TERMINAL_TOOL.contains(&t.status.as_str())),
                 _ => self
-                    .st
+                    .state
                     .actions
                     .get(&id)
                     .is_some_and(|a| a.status == "resolved"),
@@ -117,7 +117,7 @@ impl<'a> Ctx<'a> {
             if !done {
                 self.finding(
                     "repair_cannot_complete",
-                    format!("{} says {what} {id} is {w}; only the {what}'s own events can say that, so it stays as it is", self.f.class),
+                    format!("{} says {what} {id} is {w}; only the {what}'s own events can say that, so it stays as it is", self.fact.class),
                 );
             }
         }
@@ -168,7 +168,7 @@ impl<'a> Ctx<'a> {
                                 finish_reason: Some(FinishReason::Stop),
                             },
                         );
-                        self.int.current.retain(|_, v| *v != id);
+                        self.books.current.retain(|_, v| *v != id);
                     }
                 }
                 None => {
@@ -179,7 +179,7 @@ impl<'a> Ctx<'a> {
                     };
                     self.create_message(&id, role);
                     let agent = word(m, &["agentId"]);
-                    if let Some(x) = self.st.messages.iter_mut().find(|x| x.id == id) {
+                    if let Some(x) = self.state.messages.iter_mut().find(|x| x.id == id) {
                         x.agent_id = if role == Role::Assistant { agent } else { None };
                         x.turn_id = word(m, &["turnId"]).or(x.turn_id.take());
                     }
@@ -190,7 +190,7 @@ impl<'a> Ctx<'a> {
                         let pid =
                             format!("{id}-{kind}{}", self.msg(&id).map_or(0, |x| x.parts.len()));
                         let idx = self.msg(&id).map_or(0, |x| x.parts.len());
-                        self.int
+                        self.books
                             .part_ids
                             .entry(id.clone())
                             .or_default()

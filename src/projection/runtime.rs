@@ -5,9 +5,9 @@
 //! `repeated_terminal_event`).
 
 use super::chunk::{Chunk, FinishReason};
-use super::ctx::{nonempty, Ctx, TurnMark};
+use super::public_state::{Severity, RUNTIME_STATUSES};
+use super::reducer::{nonempty, Reducer, TurnMark};
 use super::sequence::SeqOutcome;
-use super::state::{Severity, RUNTIME_STATUSES};
 
 const TERMINAL: &[&str] = &["completed", "failed", "cancelled", "interrupted"];
 
@@ -36,30 +36,32 @@ pub fn is_work(class: &str) -> bool {
     ) || class == "model.requested"
 }
 
-impl<'a> Ctx<'a> {
+impl<'a> Reducer<'a> {
     fn set_status(&mut self, status: &str) {
-        if self.st.runtime.status != status {
-            self.st.runtime.status = status.to_string();
+        if self.state.runtime.status != status {
+            self.state.runtime.status = status.to_string();
         }
     }
 
     fn adopt_ids(&mut self) {
-        let ids = &self.f.ids;
+        let ids = &self.fact.ids;
         if let Some(r) = nonempty(ids.run_id.as_deref()) {
-            self.st.runtime.run_id = Some(r);
+            self.state.runtime.run_id = Some(r);
         }
         if let Some(t) = nonempty(ids.turn_id.as_deref()) {
-            self.st.runtime.turn_id = Some(t);
+            self.state.runtime.turn_id = Some(t);
         }
         if let Some(t) = nonempty(ids.thread_id.as_deref()) {
-            self.st.runtime.thread_id = Some(t);
+            self.state.runtime.thread_id = Some(t);
         }
     }
 
     /// Check the runtime `sequence` of the fact within its stream.
     pub fn check_sequence(&mut self) {
-        let Some(seq) = self.f.sequence else { return };
-        let ids = &self.f.ids;
+        let Some(seq) = self.fact.sequence else {
+            return;
+        };
+        let ids = &self.fact.ids;
         let parts = [
             ids.session_id.as_deref().unwrap_or(""),
             ids.thread_id.as_deref().unwrap_or(""),
@@ -78,7 +80,7 @@ impl<'a> Ctx<'a> {
                 }
                 key.push_str(p);
             }
-            self.int.sequence.observe(key, seq)
+            self.books.sequence.observe(key, seq)
         });
         match outcome {
             SeqOutcome::First | SeqOutcome::Next | SeqOutcome::Filled => {}
@@ -111,10 +113,10 @@ impl<'a> Ctx<'a> {
     /// when the turn is still open.
     pub fn check_turn_open(&mut self) -> bool {
         let key = self.turn_key();
-        if self.int.turns.get(&key).is_some_and(|t| t.ended) {
+        if self.books.turns.get(&key).is_some_and(|t| t.ended) {
             self.finding(
                 "work_after_turn_end",
-                format!("{} arrived after turn '{key}' ended", self.f.class),
+                format!("{} arrived after turn '{key}' ended", self.fact.class),
             );
             return false;
         }
@@ -126,11 +128,11 @@ impl<'a> Ctx<'a> {
         if !self.check_turn_open() {
             return;
         }
-        let status = self.st.runtime.status.as_str();
+        let status = self.state.runtime.status.as_str();
         let new_turn = TERMINAL.contains(&status)
             && self.turn().is_some()
-            && self.turn() != self.st.runtime.turn_id
-            && self.turn() != self.st.runtime.run_id;
+            && self.turn() != self.state.runtime.turn_id
+            && self.turn() != self.state.runtime.run_id;
         if matches!(status, "idle" | "accepted" | "unknown") || new_turn {
             self.set_status("running");
             self.adopt_ids();
@@ -141,37 +143,37 @@ impl<'a> Ctx<'a> {
     /// `session.opened` naming another URL replaces it; one naming none
     /// keeps it.
     pub fn on_session_opened(&mut self) {
-        if let Some(url) = self.pstr(&["controlUrl"]) {
-            self.int.control_url = Some(url);
+        if let Some(url) = self.first_str(&["controlUrl"]) {
+            self.books.control_url = Some(url);
         }
     }
 
     /// `turn.submitted`.
     pub fn on_submitted(&mut self) {
-        self.int.turns.shift_remove(&self.turn_key());
+        self.books.turns.shift_remove(&self.turn_key());
         self.set_status("accepted");
-        self.st.runtime.failure_category = None;
-        self.st.runtime.phase = None;
+        self.state.runtime.failure_category = None;
+        self.state.runtime.phase = None;
         self.adopt_ids();
         self.on_user_input();
     }
 
     /// `run.started`.
     pub fn on_run_started(&mut self) {
-        self.int.turns.shift_remove(&self.turn_key());
+        self.books.turns.shift_remove(&self.turn_key());
         self.set_status("running");
-        self.st.runtime.failure_category = None;
+        self.state.runtime.failure_category = None;
         self.adopt_ids();
     }
 
     /// `run.status`: the runtime's own status or phase word.
     pub fn on_run_status(&mut self) {
-        let status = self.pstr(&["status", "runtimeStatus"]);
+        let status = self.first_str(&["status", "runtimeStatus"]);
         let phase = self
-            .pstr(&["phase"])
-            .or_else(|| nonempty(self.f.taxonomy.phase.as_deref()));
+            .first_str(&["phase"])
+            .or_else(|| nonempty(self.fact.taxonomy.phase.as_deref()));
         if let Some(p) = &phase {
-            self.st.runtime.phase = Some(p.clone());
+            self.state.runtime.phase = Some(p.clone());
         }
         self.adopt_ids();
         let mapped = match (&status, &phase) {
@@ -200,45 +202,48 @@ impl<'a> Ctx<'a> {
     /// `run.finished | run.failed | run.canceled` (and fatal errors).
     pub fn on_run_end(&mut self) {
         let key = self.turn_key();
-        if self.int.turns.get(&key).is_some_and(|t| t.ended) {
+        if self.books.turns.get(&key).is_some_and(|t| t.ended) {
             self.finding(
                 "repeated_terminal_event",
-                format!("{} repeats the end of turn '{key}'; ignored", self.f.class),
+                format!(
+                    "{} repeats the end of turn '{key}'; ignored",
+                    self.fact.class
+                ),
             );
             return;
         }
-        self.int.turns.insert(key, TurnMark { ended: true });
+        self.books.turns.insert(key, TurnMark { ended: true });
         let word = self
-            .pstr(&["outcome", "reason", "status"])
+            .first_str(&["outcome", "reason", "status"])
             .unwrap_or_default()
             .to_ascii_lowercase();
-        let outcome = match self.f.class.as_str() {
+        let outcome = match self.fact.class.as_str() {
             "run.failed" => "failed",
             "run.canceled" => "cancelled",
-            _ if self.pval(&["fatal"]).and_then(|v| v.as_bool()) == Some(true) => "failed",
+            _ if self.first_value(&["fatal"]).and_then(|v| v.as_bool()) == Some(true) => "failed",
             _ if word.contains("interrupt") => "interrupted",
             _ if word.contains("cancel") => "cancelled",
             _ => "completed",
         };
         self.adopt_ids();
         self.set_status(outcome);
-        self.st.runtime.phase = None;
+        self.state.runtime.phase = None;
         let ends = match outcome {
             "failed" => {
                 let cat = self
-                    .pstr(&["failureCategory"])
-                    .or_else(|| (self.f.class != "run.failed").then(|| self.f.class.clone()));
-                self.st.runtime.failure_category = cat;
-                let msg = match &self.st.runtime.failure_category {
+                    .first_str(&["failureCategory"])
+                    .or_else(|| (self.fact.class != "run.failed").then(|| self.fact.class.clone()));
+                self.state.runtime.failure_category = cat;
+                let msg = match &self.state.runtime.failure_category {
                     Some(c) => format!("run failed: {c}"),
                     None => "run failed".to_string(),
                 };
-                if self.f.class == "run.failed" {
+                if self.fact.class == "run.failed" {
                     self.diag("run.failed", Severity::Error, msg.clone());
                 }
                 // The AI SDK's `error` chunk, so that a client (`useChat`)
                 // ends in its error state, then the finish of the message.
-                let error_text = self.pstr(&["error", "message"]).unwrap_or(msg);
+                let error_text = self.first_str(&["error", "message"]).unwrap_or(msg);
                 vec![
                     Chunk::Error { error_text },
                     Chunk::Finish {
@@ -248,7 +253,7 @@ impl<'a> Ctx<'a> {
             }
             "cancelled" | "interrupted" => vec![Chunk::Abort {
                 reason: Some(
-                    self.pstr(&["reason"])
+                    self.first_str(&["reason"])
                         .unwrap_or_else(|| outcome.to_string()),
                 ),
             }],
@@ -264,8 +269,8 @@ impl<'a> Ctx<'a> {
 
     /// After an action resolution: back to running if nothing is pending.
     pub fn resume_if_unblocked(&mut self) {
-        let pending = self.st.actions.values().any(|a| a.status == "pending");
-        if !pending && matches!(self.st.runtime.status.as_str(), "waiting" | "blocked") {
+        let pending = self.state.actions.values().any(|a| a.status == "pending");
+        if !pending && matches!(self.state.runtime.status.as_str(), "waiting" | "blocked") {
             self.set_status("running");
         }
     }

@@ -6,8 +6,8 @@
 
 use serde_json::{json, Value};
 
-use super::ctx::{merge, nonempty, push_unique, truncate, Ctx};
-use super::state::{AgentEntry, Edge, Severity, TaskEntry};
+use super::public_state::{AgentEntry, Edge, Severity, TaskEntry};
+use super::reducer::{merge, nonempty, push_unique, truncate, Reducer};
 
 /// Upsert an object keyed by `key == id` in a bounded list; returns it.
 fn upsert<'v>(list: &'v mut Vec<Value>, key: &str, id: &str) -> &'v mut Value {
@@ -26,52 +26,68 @@ fn upsert<'v>(list: &'v mut Vec<Value>, key: &str, id: &str) -> &'v mut Value {
     &mut list[i]
 }
 
-impl<'a> Ctx<'a> {
+impl<'a> Reducer<'a> {
+    /// The envelope's `topology`, kept as the session's.
+    pub fn adopt_topology(&mut self) {
+        if let Some(t) = nonempty(self.fact.taxonomy.topology.as_deref()) {
+            if self.state.topology.as_deref() != Some(t.as_str()) {
+                self.state.topology = Some(t);
+                self.touch("topology", "topology");
+            }
+        }
+    }
+
     /// Status of a lifecycle fact: payload word, class suffix, fact status.
     fn lifecycle_status(&self, running_on_start: bool) -> String {
-        if let Some(s) = self.pstr(&["status", "runtimeStatus"]) {
+        if let Some(s) = self.first_str(&["status", "runtimeStatus"]) {
             return s;
         }
-        let suffix = self.f.class.rsplit('.').next().unwrap_or("");
+        let suffix = self.fact.class.rsplit('.').next().unwrap_or("");
         match suffix {
             "completed" => "completed".into(),
             "failed" => "failed".into(),
             "started" | "spawned" if running_on_start => "running".into(),
-            _ => self.f.status.clone().unwrap_or_else(|| "unknown".into()),
+            _ => self.fact.status.clone().unwrap_or_else(|| "unknown".into()),
         }
     }
 
     /// `task.*`: work items. Parent/child edges only from `parentTaskId`.
     pub fn on_task(&mut self) {
-        let Some(tid) = nonempty(self.f.ids.task_id.as_deref()).or_else(|| self.pstr(&["taskId"]))
+        let Some(tid) =
+            nonempty(self.fact.ids.task_id.as_deref()).or_else(|| self.first_str(&["taskId"]))
         else {
             self.diag(
                 "missing_scope_id",
                 Severity::Warning,
-                format!("{} without taskId", self.f.class),
+                format!("{} without taskId", self.fact.class),
             );
             return;
         };
         let status = self.lifecycle_status(true);
-        let parent =
-            nonempty(self.f.ids.parent_task_id.as_deref()).or_else(|| self.pstr(&["parentTaskId"]));
+        let parent = nonempty(self.fact.ids.parent_task_id.as_deref())
+            .or_else(|| self.first_str(&["parentTaskId"]));
         let (cursor, title, agent) = (self.cursor, self.title(), self.agent());
-        let assignee = self.pstr(&["assignee", "assigneeId", "owner"]);
-        let priority = self.pval(&["priority"]);
+        let assignee = self.first_str(&["assignee", "assigneeId", "owner"]);
+        let priority = self.first_value(&["priority"]);
         let blocker = self
-            .pstr(&["blocker", "blockedBy", "blockReason"])
+            .first_str(&["blocker", "blockedBy", "blockReason"])
             .map(|b| truncate(&b, 300));
         let deps = self.pstrs(&["dependencies", "dependsOn"]);
-        let entity = self.pstr(&["runtimeEntity"]);
+        let entity = self.first_str(&["runtimeEntity"]);
         let mut refs = self.refs();
-        for r in self.f.artifact_refs.iter().chain(&self.f.evidence_refs) {
+        for r in self
+            .fact
+            .artifact_refs
+            .iter()
+            .chain(&self.fact.evidence_refs)
+        {
             push_unique(&mut refs, r);
         }
         for r in self.pstrs(&["resultRef", "transcriptRef"]) {
             push_unique(&mut refs, &r);
         }
         let e = self
-            .st
+            .state
             .tasks
             .entry(tid.clone())
             .or_insert_with(|| TaskEntry {
@@ -124,7 +140,7 @@ impl<'a> Ctx<'a> {
     fn pstrs(&self, keys: &[&str]) -> Vec<String> {
         let mut v = Vec::new();
         for k in keys {
-            match self.f.payload.get(*k) {
+            match self.fact.payload.get(*k) {
                 Some(Value::String(s)) if !s.trim().is_empty() => push_unique(&mut v, s),
                 Some(Value::Array(a)) => {
                     for s in a.iter().filter_map(Value::as_str) {
@@ -144,52 +160,54 @@ impl<'a> Ctx<'a> {
             to,
             kind: kind.into(),
         };
-        if !self.st.team.edges.contains(&edge) {
-            self.st.team.edges.push(edge);
+        if !self.state.team.edges.contains(&edge) {
+            self.state.team.edges.push(edge);
             self.touch("team", "edges");
         }
     }
 
     /// `agent.* | worker.started | worker.completed`.
     pub fn on_agent(&mut self) {
-        let ids = &self.f.ids;
+        let ids = &self.fact.ids;
         let Some(aid) = nonempty(ids.agent_id.as_deref())
             .or_else(|| nonempty(ids.subagent_id.as_deref()))
             .or_else(|| nonempty(ids.worker_id.as_deref()))
-            .or_else(|| self.pstr(&["agentId", "subagentId", "workerId"]))
+            .or_else(|| self.first_str(&["agentId", "subagentId", "workerId"]))
         else {
             self.diag(
                 "missing_scope_id",
                 Severity::Warning,
-                format!("{} without an agent id", self.f.class),
+                format!("{} without an agent id", self.fact.class),
             );
             return;
         };
-        let parent_session =
-            nonempty(ids.parent_session_id.as_deref()).or_else(|| self.pstr(&["parentSessionId"]));
-        let parent_thread =
-            nonempty(ids.parent_thread_id.as_deref()).or_else(|| self.pstr(&["parentThreadId"]));
-        let task =
-            nonempty(ids.task_id.as_deref()).or_else(|| self.pstr(&["parentTaskId", "taskId"]));
-        let status = if self.f.class == "agent.handoff" {
+        let parent_session = nonempty(ids.parent_session_id.as_deref())
+            .or_else(|| self.first_str(&["parentSessionId"]));
+        let parent_thread = nonempty(ids.parent_thread_id.as_deref())
+            .or_else(|| self.first_str(&["parentThreadId"]));
+        let task = nonempty(ids.task_id.as_deref())
+            .or_else(|| self.first_str(&["parentTaskId", "taskId"]));
+        let status = if self.fact.class == "agent.handoff" {
             None
         } else {
             Some(self.lifecycle_status(true))
         };
-        let name = self.pstr(&["agentName", "name"]);
-        let role = self.pstr(&["role"]);
-        let model = self.pstr(&["model"]).or_else(|| self.f.model.clone());
-        let team_name = self.pstr(&["teamName"]);
-        let policy = self.pval(&["policy"]).or_else(|| {
-            self.pstr(&["permissionMode"])
+        let name = self.first_str(&["agentName", "name"]);
+        let role = self.first_str(&["role"]);
+        let model = self
+            .first_str(&["model"])
+            .or_else(|| self.fact.model.clone());
+        let team_name = self.first_str(&["teamName"]);
+        let policy = self.first_value(&["policy"]).or_else(|| {
+            self.first_str(&["permissionMode"])
                 .map(|m| json!({"permissionMode": m}))
         });
-        let latest = self.pstr(&["latestTurnStatus"]);
-        let transcript = self.pstr(&["transcriptRef"]);
+        let latest = self.first_str(&["latestTurnStatus"]);
+        let transcript = self.first_str(&["transcriptRef"]);
         let cursor = self.cursor;
-        let is_new = !self.st.agents.contains_key(&aid);
+        let is_new = !self.state.agents.contains_key(&aid);
         let e = self
-            .st
+            .state
             .agents
             .entry(aid.clone())
             .or_insert_with(|| AgentEntry::new(&aid, "unavailable", cursor));
@@ -231,14 +249,14 @@ impl<'a> Ctx<'a> {
                 format!("agent {aid} has no parent session, thread or task; lineage unavailable"),
             );
         }
-        if !self.st.team.roster.contains(&aid) {
-            self.st.team.roster.push(aid.clone());
+        if !self.state.team.roster.contains(&aid) {
+            self.state.team.roster.push(aid.clone());
             self.touch("team", "roster");
         }
         if let Some(from) = from {
             self.add_edge(from, aid.clone(), "delegation");
         }
-        if self.f.class == "agent.handoff" {
+        if self.fact.class == "agent.handoff" {
             self.on_handoff();
         }
         self.touch("agents", aid);
@@ -246,11 +264,11 @@ impl<'a> Ctx<'a> {
 
     /// `handoff.* | agent.handoff`.
     pub fn on_handoff(&mut self) {
-        let hid = nonempty(self.f.ids.handoff_id.as_deref())
-            .or_else(|| self.pstr(&["handoffId"]))
-            .unwrap_or_else(|| self.f.id.clone());
-        let status = self.pstr(&["status"]).unwrap_or_else(|| {
-            match self.f.class.as_str() {
+        let hid = nonempty(self.fact.ids.handoff_id.as_deref())
+            .or_else(|| self.first_str(&["handoffId"]))
+            .unwrap_or_else(|| self.fact.id.clone());
+        let status = self.first_str(&["status"]).unwrap_or_else(|| {
+            match self.fact.class.as_str() {
                 "handoff.requested" => "requested",
                 "handoff.accepted" => "accepted",
                 "handoff.completed" => "completed",
@@ -258,21 +276,24 @@ impl<'a> Ctx<'a> {
             }
             .into()
         });
-        let from = self.pstr(&["from", "fromAgentId"]);
-        let to = self.pstr(&["to", "toAgentId"]);
+        let from = self.first_str(&["from", "fromAgentId"]);
+        let to = self.first_str(&["to", "toAgentId"]);
         let patch = json!({
             "status": status,
             "from": from,
             "to": to,
-            "reason": self.pstr(&["reason"]).map(|r| truncate(&r, 500)),
-            "resumeTarget": self.pstr(&["resumeTarget"]),
-            "contextBoundary": self.pstr(&["contextBoundary", "memoryBoundary"]),
-            "taskId": self.f.ids.task_id,
+            "reason": self.first_str(&["reason"]).map(|r| truncate(&r, 500)),
+            "resumeTarget": self.first_str(&["resumeTarget"]),
+            "contextBoundary": self.first_str(&["contextBoundary", "memoryBoundary"]),
+            "taskId": self.fact.ids.task_id,
             "agentId": self.agent(),
             "title": self.title(),
             "updatedCursor": self.cursor,
         });
-        merge(upsert(&mut self.st.team.handoffs, "handoffId", &hid), patch);
+        merge(
+            upsert(&mut self.state.team.handoffs, "handoffId", &hid),
+            patch,
+        );
         if let (Some(from), Some(to)) = (from, to) {
             self.add_edge(from, to, "handoff");
         }
@@ -281,62 +302,65 @@ impl<'a> Ctx<'a> {
 
     /// `review.*`: the review lane; a verdict only from `payload.verdict`.
     pub fn on_review(&mut self) {
-        let rid = nonempty(self.f.ids.review_id.as_deref())
-            .or_else(|| self.pstr(&["reviewId"]))
-            .or_else(|| nonempty(self.f.ids.evidence_id.as_deref()))
-            .unwrap_or_else(|| self.f.id.clone());
-        let status = if self.f.class == "review.requested" {
+        let rid = nonempty(self.fact.ids.review_id.as_deref())
+            .or_else(|| self.first_str(&["reviewId"]))
+            .or_else(|| nonempty(self.fact.ids.evidence_id.as_deref()))
+            .unwrap_or_else(|| self.fact.id.clone());
+        let status = if self.fact.class == "review.requested" {
             "requested"
         } else {
             "completed"
         };
         let mut refs: Vec<String> = Vec::new();
-        if let Some(e) = nonempty(self.f.ids.evidence_id.as_deref()) {
+        if let Some(e) = nonempty(self.fact.ids.evidence_id.as_deref()) {
             refs.push(e);
         }
-        for e in &self.f.evidence_refs {
+        for e in &self.fact.evidence_refs {
             push_unique(&mut refs, e);
         }
         let patch = json!({
             "status": status,
-            "verdict": self.pstr(&["verdict"]),
-            "reviewer": self.pstr(&["reviewer", "reviewerId"]).or_else(|| self.agent()),
-            "target": self.pstr(&["target", "targetId"]),
-            "requestedFixes": self.pval(&["requestedFixes"]),
+            "verdict": self.first_str(&["verdict"]),
+            "reviewer": self.first_str(&["reviewer", "reviewerId"]).or_else(|| self.agent()),
+            "target": self.first_str(&["target", "targetId"]),
+            "requestedFixes": self.first_value(&["requestedFixes"]),
             "evidenceRefs": if refs.is_empty() { None } else { Some(refs) },
             "title": self.title(),
             "updatedCursor": self.cursor,
         });
-        merge(upsert(&mut self.st.team.reviews, "reviewId", &rid), patch);
+        merge(
+            upsert(&mut self.state.team.reviews, "reviewId", &rid),
+            patch,
+        );
         self.touch("team", format!("review:{rid}"));
-        if self.f.class == "review.completed" {
+        if self.fact.class == "review.completed" {
             self.on_evidence_facts();
         }
     }
 
     /// `worker.notification`: team notifications only, whatever its role.
     pub fn on_worker_notification(&mut self) {
-        let nid = self.f.id.clone();
+        let nid = self.fact.id.clone();
         let agent = self
             .agent()
-            .or_else(|| nonempty(self.f.ids.worker_id.as_deref()));
+            .or_else(|| nonempty(self.fact.ids.worker_id.as_deref()));
         let patch = json!({
             "agentId": agent,
-            "taskId": self.f.ids.task_id,
-            "status": self.pstr(&["status"]).or_else(|| self.f.status.clone()),
-            "summary": self.pstr(&["summary", "text", "content", "message"]).map(|s| truncate(&s, 500)),
-            "sourceRole": self.pstr(&["role"]),
+            "taskId": self.fact.ids.task_id,
+            "status": self.first_str(&["status"]).or_else(|| self.fact.status.clone()),
+            "summary": self.first_str(&["summary", "text", "content", "message"]).map(|s| truncate(&s, 500)),
+            "sourceRole": self.first_str(&["role"]),
             "title": self.title(),
-            "resultRef": self.pstr(&["resultRef"]),
-            "transcriptRef": self.pstr(&["transcriptRef"]),
-            "usage": self.pval(&["usage"]),
-            "durationMs": self.pval(&["durationMs"]),
-            "toolCount": self.pval(&["toolCount"]),
+            "resultRef": self.first_str(&["resultRef"]),
+            "transcriptRef": self.first_str(&["transcriptRef"]),
+            "usage": self.first_value(&["usage"]),
+            "durationMs": self.first_value(&["durationMs"]),
+            "toolCount": self.first_value(&["toolCount"]),
             "refs": self.refs(),
             "cursor": self.cursor,
         });
         merge(
-            upsert(&mut self.st.team.notifications, "notificationId", &nid),
+            upsert(&mut self.state.team.notifications, "notificationId", &nid),
             patch,
         );
         self.touch("team", format!("notification:{nid}"));
@@ -344,32 +368,35 @@ impl<'a> Ctx<'a> {
 
     /// `channel.*`.
     pub fn on_channel(&mut self) {
-        let cid = nonempty(self.f.ids.channel_id.as_deref())
-            .or_else(|| self.pstr(&["channelId"]))
-            .unwrap_or_else(|| self.f.id.clone());
-        let list = &self.st.team.channels;
+        let cid = nonempty(self.fact.ids.channel_id.as_deref())
+            .or_else(|| self.first_str(&["channelId"]))
+            .unwrap_or_else(|| self.fact.id.clone());
+        let list = &self.state.team.channels;
         let prev = list
             .iter()
             .find(|v| v.get("channelId").and_then(Value::as_str) == Some(cid.as_str()))
             .and_then(|v| v.get("messageCount"))
             .and_then(Value::as_u64)
             .unwrap_or(0);
-        let status = match self.f.class.as_str() {
+        let status = match self.fact.class.as_str() {
             "channel.closed" => Some("closed"),
             "channel.opened" => Some("open"),
             _ => None,
         };
-        let is_msg = self.f.class == "channel.message";
+        let is_msg = self.fact.class == "channel.message";
         let patch = json!({
             "status": status,
-            "channelType": self.pstr(&["channelType"]),
+            "channelType": self.first_str(&["channelType"]),
             "agentId": self.agent(),
-            "targetThreadId": self.pstr(&["targetThreadId"]),
+            "targetThreadId": self.first_str(&["targetThreadId"]),
             "messageCount": if is_msg { Some(prev + 1) } else { None },
-            "lastSummary": if is_msg { self.pstr(&["summary", "text"]).map(|s| truncate(&s, 500)) } else { None },
+            "lastSummary": if is_msg { self.first_str(&["summary", "text"]).map(|s| truncate(&s, 500)) } else { None },
             "updatedCursor": self.cursor,
         });
-        merge(upsert(&mut self.st.team.channels, "channelId", &cid), patch);
+        merge(
+            upsert(&mut self.state.team.channels, "channelId", &cid),
+            patch,
+        );
         self.touch("team", format!("channel:{cid}"));
     }
 
@@ -378,7 +405,7 @@ impl<'a> Ctx<'a> {
     /// Roster-only members get `lineage: "unknown"`: nothing said anything
     /// about their parents (no diagnostic: a coordinator has none).
     pub fn on_team_changed(&mut self) {
-        if let Some(Value::Array(a)) = self.f.payload.get("roster") {
+        if let Some(Value::Array(a)) = self.fact.payload.get("roster") {
             let members: Vec<Value> = a.clone();
             for x in members {
                 let id = x
@@ -387,7 +414,7 @@ impl<'a> Ctx<'a> {
                     .filter(|s| !s.trim().is_empty())
                     .map(str::to_string);
                 let Some(id) = id else { continue };
-                push_unique(&mut self.st.team.roster, &id);
+                push_unique(&mut self.state.team.roster, &id);
                 if x.is_object() {
                     self.roster_member(&id, &x);
                 }
@@ -408,16 +435,16 @@ impl<'a> Ctx<'a> {
             "queueReason",
             "teamMemoryRef",
         ] {
-            if let Some(v) = self.pval(&[k]) {
+            if let Some(v) = self.first_value(&[k]) {
                 info[k] = v;
             }
         }
         if info.as_object().is_some_and(|o| !o.is_empty()) {
             info["updatedCursor"] = json!(self.cursor);
-            merge(&mut self.st.team.info, info);
+            merge(&mut self.state.team.info, info);
             self.touch("team", "info");
         }
-        if let Some(Value::Array(items)) = self.f.payload.get("workItems").cloned() {
+        if let Some(Value::Array(items)) = self.fact.payload.get("workItems").cloned() {
             for it in items {
                 let id = it
                     .get("taskId")
@@ -428,7 +455,7 @@ impl<'a> Ctx<'a> {
                 let s = |k: &str| it.get(k).and_then(Value::as_str).map(str::to_string);
                 let cursor = self.cursor;
                 let e = self
-                    .st
+                    .state
                     .tasks
                     .entry(id.to_string())
                     .or_insert_with(|| TaskEntry {
@@ -476,7 +503,7 @@ impl<'a> Ctx<'a> {
         };
         let cursor = self.cursor;
         let e = self
-            .st
+            .state
             .agents
             .entry(id.to_string())
             .or_insert_with(|| AgentEntry::new(id, "unknown", cursor));

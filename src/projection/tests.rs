@@ -384,7 +384,7 @@ fn final_without_deltas_creates_the_text() {
     let m = r.p.message("msg-1").unwrap();
     assert_eq!(
         m.status,
-        message::MessageStatus::Streaming,
+        ui_message::MessageStatus::Streaming,
         "text.final does not finish"
     );
     r.assert_replay();

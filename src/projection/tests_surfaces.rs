@@ -109,7 +109,7 @@ fn teammates_get_their_own_messages() {
         .p
         .messages()
         .iter()
-        .all(|m| m.status == message::MessageStatus::Complete));
+        .all(|m| m.status == ui_message::MessageStatus::Complete));
     r.assert_replay();
 }
 

@@ -560,7 +560,7 @@ fn repair_fixes_gaps_and_messages_but_never_completes_tools_or_actions() {
         "the repair's text wins: {}",
         m1.text()
     );
-    assert_eq!(m1.status, message::MessageStatus::Complete);
+    assert_eq!(m1.status, ui_message::MessageStatus::Complete);
     let m0 = r.p.message("m0").unwrap();
     assert_eq!(
         (m0.role, m0.text().as_str()),

@@ -6,9 +6,9 @@
 use serde_json::{json, Value};
 
 use super::chunk::Chunk;
-use super::ctx::{nonempty, push_unique, truncate, Ctx};
-use super::message::{Part, ToolState};
-use super::state::{Severity, ToolEntry};
+use super::public_state::{Severity, ToolEntry};
+use super::reducer::{nonempty, push_unique, truncate, Reducer};
+use super::ui_message::{Part, ToolState};
 
 /// A summary is inlined in a tool output only up to this JSON size.
 pub const MAX_INLINE_SUMMARY: usize = 2_000;
@@ -19,10 +19,10 @@ pub enum ToolEnd {
     Error(String),
 }
 
-impl<'a> Ctx<'a> {
+impl<'a> Reducer<'a> {
     /// The tool kind of a class family.
     fn tool_kind(&self) -> &'static str {
-        match self.f.family() {
+        match self.fact.family() {
             "patch" => "patch",
             "command" => "command",
             "test" => "test",
@@ -32,9 +32,9 @@ impl<'a> Ctx<'a> {
 
     fn tool_name(&self) -> String {
         let named = if self.tool_kind() == "tool" {
-            self.pstr(&["toolName", "name", "tool"])
+            self.first_str(&["toolName", "name", "tool"])
         } else {
-            self.pstr(&["toolName"])
+            self.first_str(&["toolName"])
         };
         named.unwrap_or_else(|| match self.tool_kind() {
             "tool" => "unknown".to_string(),
@@ -43,12 +43,12 @@ impl<'a> Ctx<'a> {
     }
 
     fn tool_input(&self) -> Value {
-        if let Some(v) = self.pval(&["input", "args", "arguments"]) {
+        if let Some(v) = self.first_value(&["input", "args", "arguments"]) {
             return v;
         }
         if self.tool_kind() != "tool" {
-            let p = Value::Object(self.f.payload.clone());
-            if !self.f.payload.is_empty() && p.to_string().len() <= MAX_INLINE_SUMMARY {
+            let p = Value::Object(self.fact.payload.clone());
+            if !self.fact.payload.is_empty() && p.to_string().len() <= MAX_INLINE_SUMMARY {
                 return p;
             }
         }
@@ -57,7 +57,7 @@ impl<'a> Ctx<'a> {
 
     /// Where a tool's part lives: `(message id, part state)` if still there.
     fn tool_part(&self, tcid: &str) -> Option<(String, ToolState)> {
-        let msg = self.st.tools.get(tcid)?.message_id.clone()?;
+        let msg = self.state.tools.get(tcid)?.message_id.clone()?;
         let m = self.msg(&msg)?;
         let i = m.tool_index(tcid)?;
         match &m.parts[i] {
@@ -84,13 +84,13 @@ impl<'a> Ctx<'a> {
             kind: Some(self.tool_kind().to_string()),
             exit_code: None,
         };
-        self.st.tools.insert(tcid.to_string(), e);
+        self.state.tools.insert(tcid.to_string(), e);
     }
 
     /// Add a new tool part to the fact's assistant message.
     fn open_tool_part(&mut self, tcid: &str, input: Value) {
         let msg = self.ensure_assistant();
-        let name = self.st.tools[tcid].tool_name.clone();
+        let name = self.state.tools[tcid].tool_name.clone();
         let title = self.title();
         let start = Chunk::ToolInputStart {
             tool_call_id: tcid.to_string(),
@@ -105,7 +105,7 @@ impl<'a> Ctx<'a> {
                 title,
             };
             self.emit(&msg, avail);
-            if let Some(e) = self.st.tools.get_mut(tcid) {
+            if let Some(e) = self.state.tools.get_mut(tcid) {
                 e.message_id = Some(msg);
             }
         }
@@ -121,7 +121,7 @@ impl<'a> Ctx<'a> {
     pub fn on_tool_started(&mut self, tcid: &str) {
         let input = self.tool_input();
         let part = self.tool_part(tcid);
-        match self.st.tools.get(tcid).map(|e| e.status.clone()) {
+        match self.state.tools.get(tcid).map(|e| e.status.clone()) {
             None => {
                 self.new_tool_entry(tcid, self.tool_name());
                 self.open_tool_part(tcid, input.clone());
@@ -139,7 +139,7 @@ impl<'a> Ctx<'a> {
                 // the same part goes back to input-available.
                 match part {
                     Some((msg, _)) => {
-                        let name = self.st.tools[tcid].tool_name.clone();
+                        let name = self.state.tools[tcid].tool_name.clone();
                         let c = Chunk::ToolInputAvailable {
                             tool_call_id: tcid.to_string(),
                             tool_name: name,
@@ -153,7 +153,7 @@ impl<'a> Ctx<'a> {
             }
         }
         let (cursor, title) = (self.cursor, self.title());
-        if let Some(e) = self.st.tools.get_mut(tcid) {
+        if let Some(e) = self.state.tools.get_mut(tcid) {
             e.status = "running".into();
             e.error_text = None;
             e.failure_category = None;
@@ -170,20 +170,20 @@ impl<'a> Ctx<'a> {
     /// `tool.args.delta`: streams input only while the part is still
     /// input-streaming (the AI SDK would otherwise regress its state).
     pub fn on_tool_args_delta(&mut self, tcid: &str) {
-        let Some(delta) = self.ptext(&["delta", "inputTextDelta"]) else {
+        let Some(delta) = self.first_text(&["delta", "inputTextDelta"]) else {
             return;
         };
-        if !self.st.tools.contains_key(tcid) {
+        if !self.state.tools.contains_key(tcid) {
             self.new_tool_entry(tcid, self.tool_name());
             let msg = self.ensure_assistant();
-            let name = self.st.tools[tcid].tool_name.clone();
+            let name = self.state.tools[tcid].tool_name.clone();
             let start = Chunk::ToolInputStart {
                 tool_call_id: tcid.to_string(),
                 tool_name: name,
                 title: self.title(),
             };
             if self.insert_part(&msg, start) {
-                self.st.tools[tcid].message_id = Some(msg);
+                self.state.tools[tcid].message_id = Some(msg);
             }
         }
         if let Some((msg, ToolState::InputStreaming)) = self.tool_part(tcid) {
@@ -193,21 +193,21 @@ impl<'a> Ctx<'a> {
             };
             self.emit(&msg, c);
         }
-        self.st.tools[tcid].updated_cursor = self.cursor;
+        self.state.tools[tcid].updated_cursor = self.cursor;
         self.touch("tools", tcid);
     }
 
     /// `tool.args`: the complete input.
     pub fn on_tool_args(&mut self, tcid: &str) {
         let input = self.tool_input();
-        if !self.st.tools.contains_key(tcid) {
+        if !self.state.tools.contains_key(tcid) {
             self.new_tool_entry(tcid, self.tool_name());
             self.open_tool_part(tcid, input.clone());
         } else if let Some((msg, state)) = self.tool_part(tcid) {
             if matches!(state, ToolState::InputStreaming | ToolState::InputAvailable) {
                 let c = Chunk::ToolInputAvailable {
                     tool_call_id: tcid.to_string(),
-                    tool_name: self.st.tools[tcid].tool_name.clone(),
+                    tool_name: self.state.tools[tcid].tool_name.clone(),
                     input: input.clone(),
                     title: self.title(),
                 };
@@ -215,7 +215,7 @@ impl<'a> Ctx<'a> {
             }
         }
         let cursor = self.cursor;
-        let e = &mut self.st.tools[tcid];
+        let e = &mut self.state.tools[tcid];
         Self::summarise_input(e, &input);
         e.updated_cursor = cursor;
         self.touch("tools", tcid);
@@ -224,20 +224,20 @@ impl<'a> Ctx<'a> {
     /// `tool.progress | tool.output.delta | tool.changed | command.output`:
     /// the tools surface only.
     pub fn on_tool_progress(&mut self, tcid: &str) {
-        if !self.st.tools.contains_key(tcid) {
+        if !self.state.tools.contains_key(tcid) {
             self.new_tool_entry(tcid, self.tool_name());
         }
-        let progress = self.pval(&["progress", "percent"]).or_else(|| {
-            self.pstr(&["message", "summary"])
+        let progress = self.first_value(&["progress", "percent"]).or_else(|| {
+            self.first_str(&["message", "summary"])
                 .map(|s| json!(truncate(&s, 500)))
         });
         let refs = self.refs();
         let (cursor, title) = (self.cursor, self.title());
-        let e = &mut self.st.tools[tcid];
+        let e = &mut self.state.tools[tcid];
         if progress.is_some() {
             e.progress = progress;
         }
-        if self.f.class == "tool.changed" && title.is_some() {
+        if self.fact.class == "tool.changed" && title.is_some() {
             e.title = title;
         }
         for r in &refs {
@@ -250,7 +250,7 @@ impl<'a> Ctx<'a> {
     /// `tool.result | tool.failed` and the tool-like ends of coding classes.
     pub fn on_tool_end(&mut self, tcid: &str, end: ToolEnd) {
         let finished = self
-            .st
+            .state
             .tools
             .get(tcid)
             .is_some_and(|t| t.status == "completed" || t.status == "failed");
@@ -259,16 +259,19 @@ impl<'a> Ctx<'a> {
                 "repeated_terminal_event",
                 format!(
                     "{} repeats the end of tool call {tcid}; ignored (the first end stands)",
-                    self.f.class
+                    self.fact.class
                 ),
             );
             return;
         }
-        let known = self.st.tools.contains_key(tcid);
+        let known = self.state.tools.contains_key(tcid);
         if !known {
             self.finding(
                 "tool_result_without_start",
-                format!("{} for tool call {tcid} that never started", self.f.class),
+                format!(
+                    "{} for tool call {tcid} that never started",
+                    self.fact.class
+                ),
             );
             self.new_tool_entry(tcid, self.tool_name());
         }
@@ -283,8 +286,8 @@ impl<'a> Ctx<'a> {
             }
         };
         let refs = self.refs();
-        let (cursor, failure) = (self.cursor, self.pstr(&["failureCategory"]));
-        let exit = self.pint("exitCode");
+        let (cursor, failure) = (self.cursor, self.first_str(&["failureCategory"]));
+        let exit = self.payload_int("exitCode");
         let chunk = match &end {
             ToolEnd::Output(o) => Chunk::ToolOutputAvailable {
                 tool_call_id: tcid.to_string(),
@@ -299,7 +302,7 @@ impl<'a> Ctx<'a> {
         if !msg.is_empty() {
             self.emit(&msg, chunk);
         }
-        let e = &mut self.st.tools[tcid];
+        let e = &mut self.state.tools[tcid];
         e.updated_cursor = cursor;
         for r in &refs {
             push_unique(&mut e.output_refs, r);
@@ -325,7 +328,7 @@ impl<'a> Ctx<'a> {
     /// The output of a successful tool: small summary plus refs.
     pub fn tool_output(&self, extra: Value) -> Value {
         let mut out = serde_json::Map::new();
-        if let Some(s) = self.pval(&["summary", "output"]) {
+        if let Some(s) = self.first_value(&["summary", "output"]) {
             if s.to_string().len() <= MAX_INLINE_SUMMARY {
                 out.insert("summary".into(), s);
             }
@@ -343,7 +346,7 @@ impl<'a> Ctx<'a> {
 
     /// The error text of a failed tool.
     pub fn tool_error_text(&self) -> String {
-        self.pstr(&["error", "message", "errorText", "failureCategory"])
+        self.first_str(&["error", "message", "errorText", "failureCategory"])
             .or_else(|| self.title())
             .unwrap_or_else(|| "tool failed".into())
     }
@@ -354,11 +357,11 @@ impl<'a> Ctx<'a> {
             self.diag(
                 "missing_scope_id",
                 Severity::Warning,
-                format!("{} without toolCallId; not projected", self.f.class),
+                format!("{} without toolCallId; not projected", self.fact.class),
             );
             return;
         };
-        match self.f.class.as_str() {
+        match self.fact.class.as_str() {
             "tool.started" => self.on_tool_started(&tcid),
             "tool.args.delta" => self.on_tool_args_delta(&tcid),
             "tool.args" => self.on_tool_args(&tcid),
@@ -382,8 +385,8 @@ impl<'a> Ctx<'a> {
     /// Tools still running in a cancelled or interrupted run (tools of
     /// that turn/run's messages; all running tools if the fact names none).
     pub fn cancel_running_tools(&mut self) {
-        let turn = nonempty(self.f.ids.turn_id.as_deref());
-        let run = nonempty(self.f.ids.run_id.as_deref());
+        let turn = nonempty(self.fact.ids.turn_id.as_deref());
+        let run = nonempty(self.fact.ids.run_id.as_deref());
         let in_scope = |msg: Option<&crate::projection::Message>| {
             if turn.is_none() && run.is_none() {
                 return true;
@@ -395,7 +398,7 @@ impl<'a> Ctx<'a> {
             })
         };
         let ids: Vec<String> = self
-            .st
+            .state
             .tools
             .values()
             .filter(|t| t.status == "running")
@@ -404,7 +407,7 @@ impl<'a> Ctx<'a> {
             .collect();
         let cursor = self.cursor;
         for id in ids {
-            let e = &mut self.st.tools[&id];
+            let e = &mut self.state.tools[&id];
             e.status = "cancelled".into();
             e.updated_cursor = cursor;
             self.touch("tools", id);

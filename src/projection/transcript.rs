@@ -1,14 +1,14 @@
 //! Messages: which message a fact belongs to, message creation, text and
 //! reasoning streaming with segmentation (seed 003), final-text and summary
 //! reconciliation (seed 000), user input, and data parts inserted into a
-//! message. Every part change goes through `Ctx::emit` (`Message::apply`).
+//! message. Every part change goes through `Reducer::emit` (`Message::apply`).
 
 use serde_json::json;
 
 use super::chunk::Chunk;
-use super::ctx::{nonempty, Ctx};
-use super::message::{Message, MessageStatus, Part, Role};
-use super::state::Severity;
+use super::public_state::Severity;
+use super::reducer::{nonempty, Reducer};
+use super::ui_message::{Message, MessageStatus, Part, Role};
 
 /// Whether an open part is text or reasoning.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -17,14 +17,14 @@ pub enum Stream {
     Reasoning,
 }
 
-impl<'a> Ctx<'a> {
+impl<'a> Reducer<'a> {
     pub fn msg(&self, id: &str) -> Option<&Message> {
-        self.st.messages.iter().rev().find(|m| m.id == id)
+        self.state.messages.iter().rev().find(|m| m.id == id)
     }
 
     /// `ids.messageId | payload.messageId`.
     pub fn explicit_message_id(&self) -> Option<String> {
-        nonempty(self.f.ids.message_id.as_deref()).or_else(|| self.pstr(&["messageId"]))
+        nonempty(self.fact.ids.message_id.as_deref()).or_else(|| self.first_str(&["messageId"]))
     }
 
     fn message_key(&self) -> String {
@@ -47,7 +47,7 @@ impl<'a> Ctx<'a> {
                 .filter(|m| m.status == MessageStatus::Streaming)
                 .map(|m| m.id.clone());
         }
-        let id = self.int.current.get(&self.message_key())?;
+        let id = self.books.current.get(&self.message_key())?;
         self.msg(id)
             .filter(|m| m.status == MessageStatus::Streaming)
             .map(|m| m.id.clone())
@@ -68,7 +68,7 @@ impl<'a> Ctx<'a> {
             if self.msg(&id).is_none() {
                 self.create_message(&id, Role::Assistant);
             }
-            self.int.current.insert(key, id.clone());
+            self.books.current.insert(key, id.clone());
             return id;
         }
         if let Some(id) = self.open_assistant() {
@@ -76,7 +76,7 @@ impl<'a> Ctx<'a> {
         }
         let id = self.fresh_message_id(format!("msg-{}", self.cursor));
         self.create_message(&id, Role::Assistant);
-        self.int.current.insert(key, id.clone());
+        self.books.current.insert(key, id.clone());
         id
     }
 
@@ -96,9 +96,9 @@ impl<'a> Ctx<'a> {
         if role == Role::Assistant {
             m.agent_id = self.agent();
         }
-        m.turn_id = nonempty(self.f.ids.turn_id.as_deref());
-        m.run_id = nonempty(self.f.ids.run_id.as_deref());
-        self.st.messages.push(m);
+        m.turn_id = nonempty(self.fact.ids.turn_id.as_deref());
+        m.run_id = nonempty(self.fact.ids.run_id.as_deref());
+        self.state.messages.push(m);
         self.emit(
             id,
             Chunk::Start {
@@ -169,7 +169,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn part_id_used(&self, msg: &str, id: &str) -> bool {
-        self.int
+        self.books
             .part_ids
             .get(msg)
             .is_some_and(|v| v.iter().any(|(p, _)| p == id))
@@ -178,7 +178,7 @@ impl<'a> Ctx<'a> {
     /// Start a new text or reasoning part; returns its chunk id.
     fn start_part(&mut self, msg: &str, kind: Stream) -> Option<String> {
         let idx = self.msg(msg)?.parts.len();
-        let id = match nonempty(self.f.ids.part_id.as_deref()) {
+        let id = match nonempty(self.fact.ids.part_id.as_deref()) {
             Some(p) if !self.part_id_used(msg, &p) => p,
             _ => {
                 let letter = if kind == Stream::Text { 't' } else { 'r' };
@@ -196,7 +196,7 @@ impl<'a> Ctx<'a> {
         if !self.emit(msg, c) {
             return None;
         }
-        self.int
+        self.books
             .part_ids
             .entry(msg.to_string())
             .or_default()
@@ -206,7 +206,7 @@ impl<'a> Ctx<'a> {
 
     /// Stream `delta` into the open part of `kind`, opening one if needed.
     fn stream_into(&mut self, msg: &str, kind: Stream, delta: String) {
-        let wanted = nonempty(self.f.ids.part_id.as_deref());
+        let wanted = nonempty(self.fact.ids.part_id.as_deref());
         let open = self
             .open_part(msg, kind)
             .filter(|(id, _)| wanted.as_deref().is_none_or(|w| w == id));
@@ -229,7 +229,7 @@ impl<'a> Ctx<'a> {
 
     /// `text.delta`.
     pub fn on_text_delta(&mut self) {
-        let Some(delta) = self.ptext(&["delta", "text", "content"]) else {
+        let Some(delta) = self.first_text(&["delta", "text", "content"]) else {
             return;
         };
         if delta.is_empty() {
@@ -241,14 +241,14 @@ impl<'a> Ctx<'a> {
 
     /// `reasoning.delta`: projected only when raw reasoning is enabled.
     pub fn on_reasoning_delta(&mut self) {
-        if self.st.runtime.phase.as_deref() != Some("reasoning") {
-            self.st.runtime.phase = Some("reasoning".into());
+        if self.state.runtime.phase.as_deref() != Some("reasoning") {
+            self.state.runtime.phase = Some("reasoning".into());
         }
         if !self.cfg.raw_reasoning {
-            self.int.hidden_reasoning_deltas += 1;
+            self.books.hidden_reasoning_deltas += 1;
             return;
         }
-        let Some(delta) = self.ptext(&["delta", "text", "content"]) else {
+        let Some(delta) = self.first_text(&["delta", "text", "content"]) else {
             return;
         };
         if delta.is_empty() {
@@ -261,7 +261,7 @@ impl<'a> Ctx<'a> {
     /// `reasoning.summary`: a collapsed reasoning part; reconciles with raw
     /// reasoning streamed into an open part.
     pub fn on_reasoning_summary(&mut self) {
-        let Some(summary) = self.pstr(&["summary", "text"]) else {
+        let Some(summary) = self.first_str(&["summary", "text"]) else {
             return;
         };
         let msg = self.ensure_assistant();
@@ -302,7 +302,7 @@ impl<'a> Ctx<'a> {
     /// The final text wins over what was streamed: the one direct part
     /// change, announced by a transient `data-reconciliation` chunk.
     fn replace_part_text(&mut self, msg: &str, idx: usize, id: &str, text: &str, streamed: &str) {
-        let Some(m) = self.st.messages.iter_mut().find(|m| m.id == msg) else {
+        let Some(m) = self.state.messages.iter_mut().find(|m| m.id == msg) else {
             return;
         };
         if !m.replace_text(idx, text) {
@@ -329,7 +329,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn part_chunk_id(&self, msg: &str, idx: usize) -> String {
-        self.int
+        self.books
             .part_ids
             .get(msg)
             .and_then(|v| v.iter().rev().find(|(_, i)| *i == idx))
@@ -340,7 +340,7 @@ impl<'a> Ctx<'a> {
     /// `text.final`: confirm, complete or correct the streamed text; never
     /// duplicate it.
     pub fn on_text_final(&mut self) {
-        let Some(fin) = self.ptext(&["text", "content"]) else {
+        let Some(fin) = self.first_text(&["text", "content"]) else {
             return;
         };
         let msg = self.ensure_assistant();
@@ -362,8 +362,8 @@ impl<'a> Ctx<'a> {
             })
             .collect();
         let open = self.open_part(&msg, Stream::Text);
-        let by_part_id = nonempty(self.f.ids.part_id.as_deref()).and_then(|p| {
-            self.int
+        let by_part_id = nonempty(self.fact.ids.part_id.as_deref()).and_then(|p| {
+            self.books
                 .part_ids
                 .get(&msg)
                 .and_then(|v| v.iter().find(|(id, _)| *id == p))
@@ -473,10 +473,10 @@ impl<'a> Ctx<'a> {
     /// Close every open assistant message of the ending turn/run with the
     /// chunks of `ends`, in order.
     pub fn close_turn_messages(&mut self, ends: &[Chunk]) {
-        let turn = nonempty(self.f.ids.turn_id.as_deref());
-        let run = nonempty(self.f.ids.run_id.as_deref());
+        let turn = nonempty(self.fact.ids.turn_id.as_deref());
+        let run = nonempty(self.fact.ids.run_id.as_deref());
         let ids: Vec<String> = self
-            .st
+            .state
             .messages
             .iter()
             .filter(|m| m.role == Role::Assistant)
@@ -496,6 +496,6 @@ impl<'a> Ctx<'a> {
                 self.emit(id, end.clone());
             }
         }
-        self.int.current.retain(|_, v| !ids.contains(v));
+        self.books.current.retain(|_, v| !ids.contains(v));
     }
 }

@@ -22,7 +22,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::message::{Message, MessageStatus, Part, Role, StreamState, ToolState};
+use super::ui_message::{Message, MessageStatus, Part, Role, StreamState, ToolState};
 
 /// Umo `fileType` of a media type.
 pub fn file_type(media_type: Option<&str>, name: Option<&str>) -> &'static str {

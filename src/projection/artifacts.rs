@@ -1,0 +1,208 @@
+//! The artifacts, evidence and diagnostics surfaces (`artifact.*`,
+//! `evidence.*`, `diagnostic.*`, and `file.read|changed` naming artifacts):
+//! refs, never bodies. Each entry change travels as a `data-<surface>`
+//! chunk; message cards are added only inside an assistant message context.
+
+use serde_json::{json, Value};
+
+use super::public_state::{ArtifactEntry, EvidenceEntry, Severity};
+use super::reducer::{merge, nonempty, push_unique, truncate, Reducer};
+
+impl Reducer<'_> {
+    /// Refs named by the payload (never bodies).
+    fn payload_refs(&self) -> Vec<String> {
+        let mut v = self.refs();
+        for k in ["diffRef", "contentRef", "checkpointRef", "previewRef"] {
+            if let Some(r) = self.first_str(&[k]) {
+                push_unique(&mut v, &r);
+            }
+        }
+        v
+    }
+
+    /// Artifact ids of the fact: `ids.artifactId` and each of `artifactRefs`.
+    fn artifact_ids(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if let Some(a) = nonempty(self.fact.ids.artifact_id.as_deref()) {
+            v.push(a);
+        }
+        for a in &self.fact.artifact_refs {
+            push_unique(&mut v, a);
+        }
+        v
+    }
+
+    /// The assistant message a card goes into, if the fact has a context.
+    fn card_message(&mut self) -> Option<String> {
+        if self.has_message_context() {
+            Some(self.ensure_assistant())
+        } else {
+            None
+        }
+    }
+
+    /// `artifact.*`, and `file.read|changed` naming artifacts.
+    pub fn on_artifact_facts(&mut self) {
+        let ids = self.artifact_ids();
+        if ids.is_empty() {
+            return;
+        }
+        let refs = self.payload_refs();
+        let kind = self.first_str(&["artifactKind", "kind", "type"]);
+        let status = match self.fact.class.as_str() {
+            "artifact.deleted" => Some("deleted".to_string()),
+            "artifact.failed" => Some("failed".to_string()),
+            _ => self
+                .first_str(&["status"])
+                .or_else(|| self.fact.status.clone()),
+        };
+        let msg = if self.fact.family() == "artifact" {
+            self.card_message()
+        } else {
+            None
+        };
+        // The entity's own name (payload) before the event's title.
+        let title = self
+            .first_str(&["title", "name"])
+            .or_else(|| nonempty(self.fact.title.as_deref()))
+            .map(|t| truncate(&t, 200));
+        for aid in ids {
+            let cursor = self.cursor;
+            let e = self
+                .state
+                .artifacts
+                .entry(aid.clone())
+                .or_insert_with(|| ArtifactEntry {
+                    artifact_id: aid.clone(),
+                    title: None,
+                    kind: None,
+                    status: None,
+                    version_id: None,
+                    path: None,
+                    refs: Vec::new(),
+                    message_id: None,
+                    updated_cursor: cursor,
+                });
+            if let Some(t) = &title {
+                e.title = Some(t.clone());
+            }
+            if kind.is_some() {
+                e.kind = kind.clone();
+            }
+            if status.is_some() {
+                e.status = status.clone();
+            }
+            if let Some(v) = nonempty(self.fact.payload_str("versionId")) {
+                e.version_id = Some(v);
+            }
+            if let Some(p) = nonempty(self.fact.payload_str_any(&["path", "relativePath"])) {
+                e.path = Some(p);
+            }
+            for r in &refs {
+                push_unique(&mut e.refs, r);
+            }
+            e.updated_cursor = cursor;
+            if let Some(m) = &msg {
+                e.message_id = Some(m.clone());
+                let mut card = json!({"artifactId": aid});
+                merge(
+                    &mut card,
+                    json!({"title": e.title, "kind": e.kind, "versionId": e.version_id, "refs": e.refs}),
+                );
+                self.put_data_part(m, "artifact-card", &aid, card);
+            }
+            self.touch("artifacts", aid);
+        }
+    }
+
+    /// `evidence.changed | review.completed`: verdicts only from `payload.verdict`.
+    pub fn on_evidence_facts(&mut self) {
+        let mut ids = Vec::new();
+        if let Some(e) = nonempty(self.fact.ids.evidence_id.as_deref()) {
+            ids.push(e);
+        }
+        for e in &self.fact.evidence_refs {
+            push_unique(&mut ids, e);
+        }
+        if ids.is_empty() {
+            return;
+        }
+        let refs = self.payload_refs();
+        let verdict = self.first_str(&["verdict"]);
+        let msg = self.card_message();
+        // The entity's own name (payload) before the event's title.
+        let title = self
+            .first_str(&["title", "name"])
+            .or_else(|| nonempty(self.fact.title.as_deref()))
+            .map(|t| truncate(&t, 200));
+        for eid in ids {
+            let cursor = self.cursor;
+            let e = self
+                .state
+                .evidence
+                .entry(eid.clone())
+                .or_insert_with(|| EvidenceEntry {
+                    evidence_id: eid.clone(),
+                    title: None,
+                    verdict: None,
+                    refs: Vec::new(),
+                    message_id: None,
+                    updated_cursor: cursor,
+                });
+            if let Some(t) = &title {
+                e.title = Some(t.clone());
+            }
+            if verdict.is_some() {
+                e.verdict = verdict.clone();
+            }
+            for r in &refs {
+                push_unique(&mut e.refs, r);
+            }
+            e.updated_cursor = cursor;
+            if let Some(m) = &msg {
+                e.message_id = Some(m.clone());
+                let mut card = json!({"evidenceId": eid});
+                merge(
+                    &mut card,
+                    json!({"title": e.title, "verdict": e.verdict, "refs": e.refs}),
+                );
+                self.put_data_part(m, "evidence-citation", &eid, card);
+            }
+            self.touch("evidence", eid);
+        }
+    }
+
+    /// `diagnostic.changed | runtime.error | model.failed`.
+    pub fn on_diagnostic_fact(&mut self) {
+        let class = self.fact.class.clone();
+        let (code, severity) = if class == "diagnostic.changed" {
+            let sev = match self.first_str(&["severity", "level"]).as_deref() {
+                Some("info") | Some("debug") => Severity::Info,
+                Some("error") | Some("fatal") => Severity::Error,
+                _ => Severity::Warning,
+            };
+            (
+                self.first_str(&["code"])
+                    .unwrap_or_else(|| "diagnostic".into()),
+                sev,
+            )
+        } else {
+            (class.clone(), Severity::Error)
+        };
+        let text = self
+            .first_str(&["message", "error", "errorText", "failureCategory"])
+            .or_else(|| self.title())
+            .unwrap_or_else(|| class.clone());
+        let did = self.diag(&code, severity, truncate(&text, 500));
+        if class != "diagnostic.changed" {
+            if let Some(msg) = self.open_assistant() {
+                let sev = serde_json::to_value(severity).unwrap_or(Value::Null);
+                let data = json!({"diagnosticId": did, "code": code, "severity": sev});
+                self.put_data_part(&msg, "diagnostic-ref", &did, data);
+            }
+            if self.first_value(&["fatal"]).and_then(|v| v.as_bool()) == Some(true) {
+                self.on_run_end();
+            }
+        }
+    }
+}
