@@ -8,6 +8,7 @@ use figment::providers::{Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+use crate::allowlist::{http_url, AllowedHost};
 use crate::projection::ProjectionConfig;
 
 /// The defaults, compiled into the binary.
@@ -233,6 +234,41 @@ pub struct ControlsConfig {
     pub backoff_ms: u64,
 }
 
+impl ControlsConfig {
+    /// Check the section (called by [`Config::validate`]).
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        let cfg = self;
+        if cfg.timeout_ms == 0 {
+            return Err("controls.timeout_ms must be at least 1".into());
+        }
+        if cfg.max_retries > 10 {
+            return Err("controls.max_retries must be at most 10".into());
+        }
+        if cfg.backoff_ms > 60_000 {
+            return Err("controls.backoff_ms must be at most 60000".into());
+        }
+        if let Some(bad) = cfg
+            .allowed_hosts
+            .iter()
+            .find(|h| AllowedHost::parse(h).is_none())
+        {
+            return Err(format!(
+                "controls.allowed_hosts: `{bad}` is not a host name or host:port"
+            ));
+        }
+        if !cfg.default_url.is_empty() && http_url(&cfg.default_url).is_none() {
+            return Err("controls.default_url must be empty or an http(s) URL".into());
+        }
+        if !cfg.allowed_hosts.is_empty() && cfg.signing_secret.is_empty() {
+            return Err(
+                "controls.signing_secret must be set when controls.allowed_hosts is not empty"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}
+
 /// `[log]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -374,7 +410,7 @@ impl Config {
                 return bad("redis.prefix must be non-empty and must not contain '{' or '}'");
             }
         }
-        crate::control::validate(&self.controls).map_err(ConfigError::Invalid)?;
+        self.controls.validate().map_err(ConfigError::Invalid)?;
         Ok(())
     }
 }

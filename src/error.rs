@@ -29,53 +29,30 @@ pub struct ProblemItem {
     pub message: String,
 }
 
-/// The wire shape of a problem, for the OpenAPI document.
-#[derive(Debug, Serialize, ToSchema)]
-#[schema(as = Problem)]
-pub struct ProblemDoc {
+/// An RFC 9457 problem, as it goes on the wire (and into the OpenAPI
+/// document): `type` is `urn:agent-projector:problem:<code>`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct Problem {
     /// `urn:agent-projector:problem:<code>`
     #[serde(rename = "type")]
-    pub type_uri: String,
-    pub title: String,
-    pub status: u16,
-    pub detail: String,
-    /// Stable machine-readable code.
-    pub code: String,
-    /// Per-event problems (ingest).
-    pub errors: Option<Vec<ProblemItem>>,
-}
-
-/// An RFC 9457 problem. Serialised with `type` = `urn:agent-projector:problem:<code>`.
-#[derive(Debug, Clone)]
-pub struct Problem {
+    #[schema(value_type = String)]
+    pub type_uri: Box<str>,
     pub title: &'static str,
     pub status: u16,
     pub detail: String,
     /// Stable machine-readable code.
+    #[schema(value_type = String)]
     pub code: Cow<'static, str>,
-    pub errors: Vec<ProblemItem>,
+    /// Per-event problems (ingest).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<ProblemItem>>)]
+    pub errors: Option<Box<[ProblemItem]>>,
+    /// Send `Retry-After` (seconds; 503s).
+    #[serde(skip)]
     pub retry_after: Option<u64>,
     /// Send `WWW-Authenticate: Bearer` (401s).
+    #[serde(skip)]
     pub www_authenticate: bool,
-}
-
-impl Serialize for Problem {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let mut m = s.serialize_map(None)?;
-        m.serialize_entry(
-            "type",
-            &format!("urn:agent-projector:problem:{}", self.code),
-        )?;
-        m.serialize_entry("title", self.title)?;
-        m.serialize_entry("status", &self.status)?;
-        m.serialize_entry("detail", &self.detail)?;
-        m.serialize_entry("code", &self.code)?;
-        if !self.errors.is_empty() {
-            m.serialize_entry("errors", &self.errors)?;
-        }
-        m.end()
-    }
 }
 
 impl Problem {
@@ -86,12 +63,14 @@ impl Problem {
         title: &'static str,
         detail: impl Into<String>,
     ) -> Self {
+        let code = code.into();
         Problem {
+            type_uri: format!("urn:agent-projector:problem:{code}").into(),
             title,
             status: status.as_u16(),
             detail: detail.into(),
-            code: code.into(),
-            errors: Vec::new(),
+            code,
+            errors: None,
             retry_after: None,
             www_authenticate: false,
         }
@@ -99,7 +78,7 @@ impl Problem {
 
     /// Attach per-event errors.
     pub fn with_errors(mut self, errors: Vec<ProblemItem>) -> Self {
-        self.errors = errors;
+        self.errors = (!errors.is_empty()).then(|| errors.into_boxed_slice());
         self
     }
 

@@ -22,13 +22,14 @@
 //! and projection know nothing about HTTP.
 #![forbid(unsafe_code)]
 
+pub mod allowlist;
 pub mod config;
 pub mod control;
 pub mod error;
 pub mod event;
 pub mod frame;
 pub mod http;
-pub mod openapi;
+pub use http::openapi;
 pub mod projection;
 pub mod session;
 pub mod store;

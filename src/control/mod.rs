@@ -20,6 +20,7 @@ use reqwest::header::{HeaderValue, CONTENT_TYPE};
 use reqwest::{redirect, Url};
 use sha2::Sha256;
 
+use crate::allowlist::{http_url, AllowedHost};
 use crate::config::ControlsConfig;
 pub use request::{action_request, control_request, Invalid, Kind, Outgoing};
 
@@ -60,79 +61,6 @@ impl std::fmt::Debug for Relay {
             .field("max_retries", &self.inner.max_retries)
             .finish_non_exhaustive()
     }
-}
-
-/// One `controls.allowed_hosts` entry: a host name, with or without a port.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct AllowedHost {
-    host: String,
-    port: Option<u16>,
-}
-
-impl AllowedHost {
-    /// `host`, `host:port`, `[v6]` or `[v6]:port`; case-insensitive.
-    fn parse(entry: &str) -> Option<AllowedHost> {
-        let e = entry.trim().to_ascii_lowercase();
-        let (host, port) = if e.starts_with('[') {
-            let end = e.find(']')?;
-            let (host, rest) = e.split_at(end + 1);
-            match rest {
-                "" => (host.to_string(), None),
-                r => (host.to_string(), Some(r.strip_prefix(':')?.parse().ok()?)),
-            }
-        } else {
-            match e.rsplit_once(':') {
-                Some((h, p)) => (h.to_string(), Some(p.parse().ok()?)),
-                None => (e.clone(), None),
-            }
-        };
-        let bad = |c: char| c.is_whitespace() || matches!(c, '/' | '@' | '?' | '#');
-        (!host.is_empty() && !host.contains(bad)).then_some(AllowedHost { host, port })
-    }
-
-    fn allows(&self, url: &Url) -> bool {
-        url.host_str()
-            .is_some_and(|h| h.eq_ignore_ascii_case(&self.host))
-            && self
-                .port
-                .is_none_or(|p| url.port_or_known_default() == Some(p))
-    }
-}
-
-/// Check the `[controls]` section (called by `Config::validate`).
-pub fn validate(cfg: &ControlsConfig) -> Result<(), String> {
-    if cfg.timeout_ms == 0 {
-        return Err("controls.timeout_ms must be at least 1".into());
-    }
-    if cfg.max_retries > 10 {
-        return Err("controls.max_retries must be at most 10".into());
-    }
-    if cfg.backoff_ms > 60_000 {
-        return Err("controls.backoff_ms must be at most 60000".into());
-    }
-    if let Some(bad) = cfg
-        .allowed_hosts
-        .iter()
-        .find(|h| AllowedHost::parse(h).is_none())
-    {
-        return Err(format!(
-            "controls.allowed_hosts: `{bad}` is not a host name or host:port"
-        ));
-    }
-    if !cfg.default_url.is_empty() && http_url(&cfg.default_url).is_none() {
-        return Err("controls.default_url must be empty or an http(s) URL".into());
-    }
-    if !cfg.allowed_hosts.is_empty() && cfg.signing_secret.is_empty() {
-        return Err(
-            "controls.signing_secret must be set when controls.allowed_hosts is not empty".into(),
-        );
-    }
-    Ok(())
-}
-
-fn http_url(s: &str) -> Option<Url> {
-    let url = Url::parse(s).ok()?;
-    (matches!(url.scheme(), "http" | "https") && url.host_str().is_some()).then_some(url)
 }
 
 /// Why a control cannot be sent anywhere.
@@ -381,19 +309,21 @@ mod tests {
 
     #[test]
     fn validation() {
-        assert!(validate(&cfg(&["a.test", "b.test:80", "[::1]"], "")).is_ok());
-        assert!(validate(&cfg(&["a.test:http"], "")).is_err());
-        assert!(validate(&cfg(&["a.test/x"], "")).is_err());
-        assert!(validate(&cfg(&[""], "")).is_err());
-        assert!(validate(&cfg(&[], "not a url")).is_err());
+        assert!(cfg(&["a.test", "b.test:80", "[::1]"], "")
+            .validate()
+            .is_ok());
+        assert!(cfg(&["a.test:http"], "").validate().is_err());
+        assert!(cfg(&["a.test/x"], "").validate().is_err());
+        assert!(cfg(&[""], "").validate().is_err());
+        assert!(cfg(&[], "not a url").validate().is_err());
         let mut c = cfg(&["a.test"], "");
         c.signing_secret = Default::default();
-        assert!(validate(&c).is_err(), "allowed hosts need a secret");
+        assert!(c.validate().is_err(), "allowed hosts need a secret");
         c.allowed_hosts.clear();
-        assert!(validate(&c).is_ok(), "nothing allowed, nothing to sign");
+        assert!(c.validate().is_ok(), "nothing allowed, nothing to sign");
         let mut c = cfg(&[], "");
         c.timeout_ms = 0;
-        assert!(validate(&c).is_err());
+        assert!(c.validate().is_err());
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::auth::{Caller, Scope};
 use super::extract::{read_body, reject_duplicate_keys};
 use super::{ActionId, AppState, SessionId};
 use crate::control::{self, Kind, Outgoing, RelayError, TargetError};
-use crate::error::{Problem, ProblemDoc};
+use crate::error::Problem;
 
 /// Largest accepted decision or control body.
 const MAX_BODY: usize = 64 * 1024;
@@ -118,14 +118,14 @@ pub struct Relayed {
     request_body(content = ActionDecision, description = "`decision` plus fields passed through to the runtime", content_type = "application/json"),
     responses(
         (status = 202, description = "Relayed; the runtime accepted it. The action stays pending until the runtime's `action.resolved` event", body = Relayed),
-        (status = 400, description = "Invalid session or action id", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "`host_not_allowed`: the control URL's host is not on controls.allowed_hosts", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 404, description = "`unknown_action`: no such action in the session's projection", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 409, description = "`action_already_resolved`, or `no_control_url`: no control URL is known for the session", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 422, description = "`invalid_decision`: the body is not a JSON object with a valid `decision`", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 502, description = "`runtime_unreachable` (connect errors, timeouts or 5xx on every attempt) or `runtime_rejected` (the runtime answered 4xx)", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "Shutting down", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid session or action id", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`host_not_allowed`: the control URL's host is not on controls.allowed_hosts", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`unknown_action`: no such action in the session's projection", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`action_already_resolved`, or `no_control_url`: no control URL is known for the session", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_decision`: the body is not a JSON object with a valid `decision`", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "`runtime_unreachable` (connect errors, timeouts or 5xx on every attempt) or `runtime_rejected` (the runtime answered 4xx)", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Shutting down", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0, action_id = %action.0))]
@@ -182,13 +182,13 @@ pub async fn post_action(
     request_body(content = RunControl, description = "`type` plus fields passed through to the runtime", content_type = "application/json"),
     responses(
         (status = 202, description = "Relayed; the runtime accepted it. Its effect shows in the runtime's own events", body = Relayed),
-        (status = 400, description = "Invalid session id", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "`host_not_allowed`", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 409, description = "`no_control_url`", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 422, description = "`invalid_control`: the body is not a JSON object with a valid `type`", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 502, description = "`runtime_unreachable` or `runtime_rejected`", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "Shutting down", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid session id", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "`host_not_allowed`", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`no_control_url`", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_control`: the body is not a JSON object with a valid `type`", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "`runtime_unreachable` or `runtime_rejected`", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Shutting down", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]

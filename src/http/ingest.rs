@@ -13,7 +13,7 @@ use tracing::instrument;
 use super::auth::{Caller, Scope};
 use super::extract::read_body;
 use super::{AppState, SessionId};
-use crate::error::{Problem, ProblemDoc, ProblemItem};
+use crate::error::{Problem, ProblemItem};
 use crate::event::body::{self, BodyError, BodyFormat};
 use crate::event::normalize::code;
 use crate::event::{normalize, Limits};
@@ -61,14 +61,14 @@ fn body_format(headers: &HeaderMap) -> Result<BodyFormat, Problem> {
     ),
     responses(
         (status = 200, description = "Batch accepted and durable", body = IngestOutcome),
-        (status = 400, description = "Unparseable body", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 413, description = "Body, batch or payload too large", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 415, description = "Wrong content type", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 401, description = "Missing, invalid or expired token", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 403, description = "The token may not publish to this session", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid event; nothing of the batch applied", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 429, description = "Ingest rate limit; see Retry-After", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "Store unavailable or shutting down; nothing applied", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "Unparseable body", body = Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body, batch or payload too large", body = Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Wrong content type", body = Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing, invalid or expired token", body = Problem, content_type = "application/problem+json"),
+        (status = 403, description = "The token may not publish to this session", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid event; nothing of the batch applied", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "Ingest rate limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable or shutting down; nothing applied", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]

@@ -17,7 +17,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::auth::{Caller, Scope};
 use super::extract::Q;
 use super::{AppState, SessionId};
-use crate::error::{Problem, ProblemDoc};
+use crate::error::Problem;
 use crate::projection::{umo_blocks, Message};
 
 /// Most messages per page.
@@ -90,9 +90,9 @@ pub fn ui_message(m: &Message) -> Value {
     params(("session_id" = String, Path, description = "Session id"), MessagesQuery),
     responses(
         (status = 200, description = "A page of messages, oldest first", body = MessagesPage),
-        (status = 400, description = "Invalid query", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 404, description = "`before` names no message the projection holds", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "Store unavailable", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid query", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "`before` names no message the projection holds", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]

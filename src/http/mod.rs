@@ -9,6 +9,7 @@ mod extract;
 pub mod ingest;
 pub mod limits;
 pub mod messages;
+pub mod openapi;
 pub mod ops;
 pub mod sessions;
 pub mod streams;
@@ -62,6 +63,7 @@ pub fn router(state: AppState) -> Router {
         .merge(controls::router())
         .merge(streams::router())
         .merge(ops::router())
+        .merge(openapi::router())
         .merge(viewer::router())
         .fallback(|| async { Problem::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async {

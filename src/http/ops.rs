@@ -1,4 +1,5 @@
-//! Operations: liveness, readiness, Prometheus metrics, the OpenAPI document.
+//! Operations: liveness, readiness, Prometheus metrics (the OpenAPI
+//! document is served by [`super::openapi`]).
 
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
@@ -10,14 +11,13 @@ use utoipa::ToSchema;
 
 use super::auth::{Caller, Scope};
 use super::AppState;
-use crate::error::{Problem, ProblemDoc};
+use crate::error::Problem;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
         .route("/healthz", get(get_healthz))
         .route("/readyz", get(get_readyz))
         .route("/metrics", get(get_metrics))
-        .route("/openapi.json", get(get_openapi))
 }
 
 /// Health status.
@@ -37,7 +37,7 @@ pub async fn get_healthz() -> Json<Health> {
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses(
         (status = 200, description = "Ready", body = Health),
-        (status = 503, description = "Not ready", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 503, description = "Not ready", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn get_readyz(State(st): State<AppState>) -> Result<Json<Health>, Problem> {
     if st.shutdown.is_cancelled() {
@@ -62,12 +62,4 @@ pub async fn get_metrics(State(st): State<AppState>, caller: Caller) -> Result<R
         HeaderValue::from_static("text/plain; version=0.0.4"),
     );
     Ok(resp)
-}
-
-/// This API's OpenAPI document.
-#[utoipa::path(get, path = "/openapi.json", tag = "operations",
-    responses((status = 200, description = "OpenAPI 3.1 document", body = serde_json::Value)))]
-pub async fn get_openapi() -> Json<&'static serde_json::Value> {
-    static DOC: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
-    Json(DOC.get_or_init(crate::openapi::document))
 }

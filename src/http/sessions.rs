@@ -15,7 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::auth::{Caller, Scope};
 use super::extract::Q;
 use super::{AppState, SessionId};
-use crate::error::{Problem, ProblemDoc};
+use crate::error::Problem;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -81,8 +81,8 @@ fn rfc3339(ms: u64) -> Option<String> {
     params(ListQuery),
     responses(
         (status = 200, description = "A page of sessions", body = SessionsPage),
-        (status = 400, description = "Invalid query", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "Store unavailable", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid query", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn list_sessions(
@@ -139,9 +139,9 @@ pub struct Deleted {
     params(("session_id" = String, Path, description = "Session id")),
     responses(
         (status = 200, description = "Deleted; live subscribers got reset + an empty snapshot", body = Deleted),
-        (status = 400, description = "Invalid session id", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 404, description = "No such session: it never existed", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "Store unavailable", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid session id", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such session: it never existed", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]
@@ -175,8 +175,8 @@ pub async fn delete_session(
     params(("session_id" = String, Path, description = "Session id")),
     responses(
         (status = 200, description = "The snapshot frame: `{type: \"snapshot\", cursor, epoch, state}`; a session with no events has an empty state at cursor 0", body = serde_json::Value),
-        (status = 400, description = "Invalid session id", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "Store unavailable", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid session id", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]
@@ -256,8 +256,8 @@ fn without_control_url(fact: &[u8]) -> Vec<u8> {
     params(("session_id" = String, Path, description = "Session id"), EventsQuery),
     responses(
         (status = 200, description = "A page of the log", body = EventsPage),
-        (status = 400, description = "Invalid query", body = ProblemDoc, content_type = "application/problem+json"),
-        (status = 503, description = "Store unavailable", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid query", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]

@@ -23,7 +23,7 @@ use super::auth::{Caller, Scope};
 use super::extract::Q;
 use super::limits::SubscriberSlot;
 use super::{AppState, MessageId, SessionId};
-use crate::error::{Problem, ProblemDoc};
+use crate::error::Problem;
 use crate::frame::SharedFrame;
 use crate::session::MessagePick;
 use crate::stream::{self, sse, ui, ws, StartAt};
@@ -50,7 +50,7 @@ pub(super) fn router() -> Router<AppState> {
     ),
     responses(
         (status = 200, description = "A Vercel AI SDK UI message stream (`x-vercel-ai-ui-message-stream: v1`): `data: <UIMessageChunk>` lines from `start` to `finish`, then `data: [DONE]`. A finished message replays whole and ends; a live one replays, then follows until it finishes.", content_type = "text/event-stream", body = String),
-        (status = 404, description = "No such message in the session", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 404, description = "No such message in the session", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0, message_id = %message.0))]
@@ -227,7 +227,7 @@ fn frames(
     ),
     responses(
         (status = 200, description = "An endless `text/event-stream` of frames; heartbeats are SSE comments", content_type = "text/event-stream", body = String),
-        (status = 400, description = "Invalid cursor or session id", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid cursor or session id", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]
@@ -250,7 +250,7 @@ pub async fn stream_sse(
     params(("session_id" = String, Path, description = "Session id"), StreamQuery),
     responses(
         (status = 101, description = "Switching to WebSocket; each text message is one frame"),
-        (status = 400, description = "Invalid cursor or session id", body = ProblemDoc, content_type = "application/problem+json"),
+        (status = 400, description = "Invalid cursor or session id", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]

@@ -3,10 +3,12 @@
 //! reading, the store) and the schemas of events and frames. The committed
 //! `openapi/openapi.json` is checked against it by a test.
 
+use axum::routing::get;
+use axum::{Json, Router};
 use utoipa::OpenApi;
 
-use crate::error::{ProblemDoc, ProblemItem};
-use crate::http::{controls, ingest, messages, ops, sessions, streams};
+use super::{controls, ingest, messages, ops, sessions, streams, AppState};
+use crate::error::{Problem, ProblemItem};
 use crate::session::{IngestOutcome, Warning};
 
 #[derive(OpenApi)]
@@ -32,9 +34,9 @@ use crate::session::{IngestOutcome, Warning};
         ops::get_healthz,
         ops::get_readyz,
         ops::get_metrics,
-        ops::get_openapi,
+        get_openapi,
     ),
-    components(schemas(IngestOutcome, Warning, ProblemDoc, ProblemItem, sessions::EventsPage, sessions::LoggedEvent, sessions::SessionsPage, sessions::SessionSummary, sessions::Deleted, messages::MessagesPage, messages::MessageFormat, ops::Health, controls::ActionDecision, controls::Decision, controls::RunControl, controls::ControlType, controls::Relayed)),
+    components(schemas(IngestOutcome, Warning, Problem, ProblemItem, sessions::EventsPage, sessions::LoggedEvent, sessions::SessionsPage, sessions::SessionSummary, sessions::Deleted, messages::MessagesPage, messages::MessageFormat, ops::Health, controls::ActionDecision, controls::Decision, controls::RunControl, controls::ControlType, controls::Relayed)),
     tags(
         (name = "ingest", description = "Runtimes post events"),
         (name = "sessions", description = "Snapshots and the event log"),
@@ -44,6 +46,18 @@ use crate::session::{IngestOutcome, Warning};
     )
 )]
 struct ApiDoc;
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new().route("/openapi.json", get(get_openapi))
+}
+
+/// This API's OpenAPI document.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "OpenAPI 3.1 document", body = serde_json::Value)))]
+pub async fn get_openapi() -> Json<&'static serde_json::Value> {
+    static DOC: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    Json(DOC.get_or_init(document))
+}
 
 /// The document as committed under `openapi/openapi.json` (pretty, newline-terminated).
 pub fn spec_json() -> String {
