@@ -1,0 +1,286 @@
+//! The lenient envelope reader: which top-level fields either envelope
+//! defines, the JSON Schema of an event built from the same tables, and
+//! each field read with its type checked (a wrong type is a
+//! `schema_mismatch`, an absent field is no error), and the event's class.
+
+use serde_json::{Map, Value};
+
+use super::{code, short, type_name, Issue};
+use crate::event::classes;
+use crate::event::fact::{Envelope, ScopeIds};
+
+/// Top-level string fields besides the scope ids.
+const STRING_FIELDS: &[&str] = &[
+    "kind",
+    "status",
+    "title",
+    "detail",
+    "createdAt",
+    "timestamp",
+    "completedAt",
+    "schemaVersion",
+    "sourceType",
+    "model",
+    "owner",
+    "scope",
+    "phase",
+    "surface",
+    "persistence",
+    "control",
+    "topology",
+    "rawEventRef",
+];
+
+/// Top-level lists of ref strings.
+const REF_LISTS: &[&str] = &["refIds", "artifactRefs", "evidenceRefs"];
+
+/// The other top-level fields both envelopes define.
+const OTHER_KNOWN: &[&str] = &["id", "type", "eventClass", "sequence", "payload", "refs"];
+
+/// The JSON Schema of one event as POSTed, from the same tables the
+/// normaliser reads: either envelope, every field optional but a class
+/// (`type`, `eventClass` or a Lime `kind`), extension fields allowed.
+pub fn envelope_schema() -> Value {
+    let mut props = Map::new();
+    let string = || serde_json::json!({"type": "string"});
+    for f in ScopeIds::FIELDS {
+        props.insert(f.wire.into(), string());
+    }
+    for k in STRING_FIELDS {
+        props.insert((*k).into(), string());
+    }
+    for k in REF_LISTS {
+        props.insert(
+            (*k).into(),
+            serde_json::json!({"type": "array", "items": {"type": "string"}}),
+        );
+    }
+    props.insert("id".into(), serde_json::json!({"type": "string", "minLength": 1, "description": "Idempotency key; derived from scope and sequence when absent"}));
+    props.insert("type".into(), serde_json::json!({"type": "string", "description": "Agent UI envelope: the event class (`text.delta`, `tool.started`, ...)"}));
+    props.insert(
+        "eventClass".into(),
+        serde_json::json!({"type": "string", "description": "Lime envelope: the event class"}),
+    );
+    props.insert("sequence".into(), serde_json::json!({"type": "integer", "minimum": 0, "description": "Runtime sequence within its stream"}));
+    props.insert(
+        "payload".into(),
+        serde_json::json!({"type": "object", "additionalProperties": true}),
+    );
+    props.insert(
+        "refs".into(),
+        serde_json::json!({"type": ["object", "array"]}),
+    );
+    serde_json::json!({
+        "type": "object",
+        "description": "One runtime event: the Agent UI envelope (`type`, ...) or the Lime envelope (`eventClass`, ...). Unknown classes are accepted; extension fields are kept (redacted).",
+        "properties": props,
+        "anyOf": [{"required": ["type"]}, {"required": ["eventClass"]}, {"required": ["kind"]}],
+        "additionalProperties": true
+    })
+}
+
+/// Whether `key` is a field of either envelope (not an extension field).
+pub(super) fn is_envelope_field(key: &str) -> bool {
+    ScopeIds::FIELDS.iter().any(|f| f.wire == key)
+        || STRING_FIELDS.contains(&key)
+        || REF_LISTS.contains(&key)
+        || OTHER_KNOWN.contains(&key)
+}
+
+/// Takes the envelope's fields out of the event one by one, recording a
+/// `schema_mismatch` for each of the wrong type; what is left are the
+/// extension fields.
+pub(super) struct Reader {
+    pub(super) obj: Map<String, Value>,
+    pub(super) errors: Vec<Issue>,
+}
+
+impl Reader {
+    pub(super) fn mismatch(&mut self, path: String, message: String) {
+        self.errors
+            .push(Issue::new(code::SCHEMA_MISMATCH, path, message));
+    }
+
+    /// A string field; null counts as absent.
+    pub(super) fn string(&mut self, key: &str) -> Option<String> {
+        match self.obj.remove(key) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s),
+            Some(other) => {
+                self.mismatch(
+                    format!("/{key}"),
+                    format!("`{key}` must be a string, got {}", type_name(&other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// The envelope and the class as sent: `type` (Agent UI) wins over
+    /// `eventClass` (Lime); both present must name the same class.
+    pub(super) fn envelope(&mut self) -> (Envelope, String) {
+        let ty = self.string("type");
+        let event_class = self.string("eventClass");
+        match (ty, event_class) {
+            (Some(t), Some(c)) => {
+                if classes::canonical(&t) != classes::canonical(&c) {
+                    self.mismatch(
+                        "/type".into(),
+                        format!("`type` ({t}) and `eventClass` ({c}) name different classes"),
+                    );
+                }
+                (Envelope::AgentUi, t)
+            }
+            (Some(t), None) => (Envelope::AgentUi, t),
+            (None, Some(c)) => (Envelope::Lime, c),
+            (None, None) => (Envelope::Lime, String::new()),
+        }
+    }
+
+    /// The event `id`: a non-empty string, or absent.
+    pub(super) fn id(&mut self) -> Option<String> {
+        match self.obj.remove("id") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if !s.is_empty() => Some(s),
+            Some(Value::String(_)) => {
+                self.mismatch("/id".into(), "`id` must not be empty".into());
+                None
+            }
+            Some(other) => {
+                self.mismatch(
+                    "/id".into(),
+                    format!("`id` must be a string, got {}", type_name(&other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// The runtime `sequence`: a non-negative integer.
+    pub(super) fn sequence(&mut self) -> Option<u64> {
+        match self.obj.remove("sequence") {
+            None | Some(Value::Null) => None,
+            Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
+            Some(other) => {
+                self.mismatch(
+                    "/sequence".into(),
+                    format!(
+                        "`sequence` must be a non-negative integer, got {}",
+                        short(&other)
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// The `payload` object (empty when absent).
+    pub(super) fn payload(&mut self) -> Map<String, Value> {
+        match self.obj.remove("payload") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m,
+            Some(other) => {
+                self.mismatch(
+                    "/payload".into(),
+                    format!("`payload` must be an object, got {}", type_name(&other)),
+                );
+                Map::new()
+            }
+        }
+    }
+
+    /// A list of ref strings (empty when absent).
+    pub(super) fn ref_list(&mut self, key: &str) -> Vec<String> {
+        match self.obj.remove(key) {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (i, it) in items.into_iter().enumerate() {
+                    match it {
+                        Value::String(s) => out.push(s),
+                        other => self.mismatch(
+                            format!("/{key}/{i}"),
+                            format!("`{key}` items must be strings, got {}", type_name(&other)),
+                        ),
+                    }
+                }
+                out
+            }
+            Some(other) => {
+                self.mismatch(
+                    format!("/{key}"),
+                    format!(
+                        "`{key}` must be an array of strings, got {}",
+                        type_name(&other)
+                    ),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    /// The Agent UI `refs`: an object or an array.
+    pub(super) fn refs(&mut self) -> Option<Value> {
+        match self.obj.remove("refs") {
+            None | Some(Value::Null) => None,
+            Some(v @ (Value::Object(_) | Value::Array(_))) => Some(v),
+            Some(other) => {
+                self.mismatch(
+                    "/refs".into(),
+                    format!(
+                        "`refs` must be an object or an array, got {}",
+                        type_name(&other)
+                    ),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// The class as sent, checked: a Lime event without `eventClass` stands on
+/// its `kind` (an unknown class, kept honestly); retired end-of-turn names
+/// and unsupported schema versions are refused.
+pub(super) fn class_of(
+    envelope: Envelope,
+    sent: String,
+    kind: Option<&str>,
+    schema_version: Option<&str>,
+    errors: &mut Vec<Issue>,
+) -> String {
+    let class_path = match envelope {
+        Envelope::AgentUi => "/type",
+        Envelope::Lime => "/eventClass",
+    };
+    let class = if !sent.is_empty() {
+        sent
+    } else if let Some(k) = kind.filter(|k| !k.is_empty()) {
+        k.to_string()
+    } else {
+        errors.push(Issue::new(
+            code::SCHEMA_MISMATCH,
+            "/type",
+            "an event needs a class: `type` (Agent UI) or `eventClass` (Lime)",
+        ));
+        String::new()
+    };
+    if classes::is_retired(&class) {
+        errors.push(Issue::new(
+            code::SCHEMA_MISMATCH,
+            class_path,
+            format!(
+                "`{class}` is a retired end-of-turn name; use turn.completed, turn.failed or turn.canceled"
+            ),
+        ));
+    }
+    if let Some(v) = schema_version {
+        if !v.starts_with("lime-runtime-event/") && !v.starts_with("agent-ui/") {
+            errors.push(Issue::new(
+                code::SCHEMA_MISMATCH,
+                "/schemaVersion",
+                format!("unsupported schemaVersion `{v}`"),
+            ));
+        }
+    }
+    class
+}
