@@ -20,6 +20,7 @@ mod app_patch;
 mod artifacts;
 pub mod chunk;
 mod coding;
+mod collaboration;
 mod input;
 mod permissions;
 mod plans;

@@ -5,7 +5,7 @@
 
 use tracing::debug;
 
-use super::{Actor, State};
+use super::{Actor, Loaded};
 use crate::projection::{Projection, Role};
 use crate::session::{
     ControlTarget, MessageFeed, MessagePage, MessagePick, SessionError, Start, Subscription,
@@ -18,7 +18,7 @@ impl Actor {
     /// snapshot; either way on the live feed positioned at the head.
     pub(super) fn subscribe(
         &mut self,
-        state: &mut State,
+        state: &mut Loaded,
         cursor: Option<u64>,
         epoch: Option<&str>,
     ) -> Subscription {
@@ -39,7 +39,7 @@ impl Actor {
     }
 
     /// A message as it stands, with the feed positioned right after it.
-    pub(super) fn message(&mut self, state: &State, pick: &MessagePick) -> Option<MessageFeed> {
+    pub(super) fn message(&mut self, state: &Loaded, pick: &MessagePick) -> Option<MessageFeed> {
         let found = match pick {
             MessagePick::Id(id) => state.projection.message(id),
             MessagePick::Streaming => state
@@ -59,7 +59,7 @@ impl Actor {
 
     /// See [`crate::session::Command::Messages`].
     pub(super) fn messages(
-        state: &State,
+        state: &Loaded,
         before: Option<&str>,
         limit: usize,
     ) -> Option<MessagePage> {
@@ -74,7 +74,7 @@ impl Actor {
     }
 
     /// See [`crate::session::Command::ControlTarget`].
-    pub(super) fn control_target(state: &State, action_id: Option<&str>) -> ControlTarget {
+    pub(super) fn control_target(state: &Loaded, action_id: Option<&str>) -> ControlTarget {
         let p = &state.projection;
         ControlTarget {
             control_url: p.control_url().map(str::to_string),
@@ -85,7 +85,7 @@ impl Actor {
     }
 
     /// Delete the log, leaving a tombstone (see [`Self::deleted`]).
-    pub(super) async fn delete(&mut self, state: &mut State) -> Result<SessionMeta, SessionError> {
+    pub(super) async fn delete(&mut self, state: &mut Loaded) -> Result<SessionMeta, SessionError> {
         let meta = self.ctx.store.delete(&self.id).await?;
         self.deleted(state, meta.clone());
         Ok(meta)
@@ -94,7 +94,7 @@ impl Actor {
     /// The retention sweep (see [`crate::session::Command::Expire`]).
     pub(super) async fn expire(
         &mut self,
-        state: &mut State,
+        state: &mut Loaded,
         before_ms: u64,
     ) -> Result<bool, SessionError> {
         let store = self.ctx.store.clone();
@@ -127,7 +127,7 @@ impl Actor {
 
     /// The session was deleted: an empty projection at the tombstone;
     /// live subscribers get `reset` + the empty snapshot.
-    fn deleted(&mut self, state: &mut State, meta: SessionMeta) {
+    fn deleted(&mut self, state: &mut Loaded, meta: SessionMeta) {
         state.meta = meta;
         state.projection = Projection::new(&self.ctx.cfg.projection);
         state.since_checkpoint = 0;

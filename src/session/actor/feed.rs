@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tokio::sync::broadcast;
 
-use super::{Actor, State};
+use super::{Actor, Loaded};
 use crate::frame::{self, SharedFrame};
 
 impl Actor {
@@ -44,14 +44,14 @@ impl Actor {
     }
 
     /// Live subscribers start over: `reset`, then the current snapshot.
-    pub(super) fn publish_reset(&mut self, state: &mut State, reason: &str) {
+    pub(super) fn publish_reset(&mut self, state: &mut Loaded, reason: &str) {
         let snapshot = self.snapshot(state);
         self.publish(Arc::new(frame::reset(reason)));
         self.publish(snapshot);
     }
 
     /// The snapshot frame of the state, encoded once until the state changes.
-    pub(super) fn snapshot(&self, state: &mut State) -> SharedFrame {
+    pub(super) fn snapshot(&self, state: &mut Loaded) -> SharedFrame {
         if let Some(f) = &state.snapshot {
             return f.clone();
         }

@@ -3,14 +3,14 @@
 
 use tracing::{debug, warn};
 
-use super::{Actor, State};
+use super::{Actor, Loaded};
 use crate::event::Fact;
 use crate::projection::Projection;
 use crate::store::{StoreError, StoredEvent};
 
 impl Actor {
     /// Load the projection: the latest checkpoint, then the log after it.
-    pub(super) async fn hydrate(&self) -> Result<State, StoreError> {
+    pub(super) async fn hydrate(&self) -> Result<Loaded, StoreError> {
         // A shared log may be deleted or trimmed by another node while it is
         // read; then start over.
         for _ in 0..3 {
@@ -23,7 +23,7 @@ impl Actor {
         ))
     }
 
-    async fn try_hydrate(&self) -> Result<Option<State>, StoreError> {
+    async fn try_hydrate(&self) -> Result<Option<Loaded>, StoreError> {
         let ctx = &*self.ctx;
         let store = &ctx.store;
         let shared = store.shared();
@@ -87,7 +87,7 @@ impl Actor {
         }
         meta.head = after;
         debug!(head = meta.head, replayed, "session hydrated");
-        Ok(Some(State {
+        Ok(Some(Loaded {
             since_checkpoint: replayed,
             meta,
             projection,

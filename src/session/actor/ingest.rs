@@ -10,7 +10,7 @@ use tokio::time::{Duration, Instant};
 use tracing::{debug, warn};
 
 use super::sync::CONTENDED_FOR;
-use super::{Actor, State};
+use super::{Actor, Loaded};
 use crate::frame;
 use crate::session::{Command, IncomingEvent, IngestOutcome, IngestReply, SessionError, Warning};
 use crate::store::{self, AppendBatch, Checkpoint, StoreError, StoredEvent};
@@ -26,7 +26,7 @@ impl Actor {
     /// failed append).
     pub(super) async fn serve_ingest(
         &mut self,
-        state: &mut State,
+        state: &mut Loaded,
         events: Vec<IncomingEvent>,
         reply: IngestReply,
     ) -> bool {
@@ -100,7 +100,7 @@ impl Actor {
     /// contending nodes take turns.
     async fn ingest(
         &mut self,
-        state: &mut State,
+        state: &mut Loaded,
         batches: &[Vec<IncomingEvent>],
     ) -> Result<Vec<IngestOutcome>, StoreError> {
         let ctx = self.ctx.clone();
@@ -149,7 +149,7 @@ impl Actor {
     /// One attempt; `attempt` counts the conflicts before it.
     async fn try_ingest(
         &mut self,
-        state: &mut State,
+        state: &mut Loaded,
         batches: &[Vec<IncomingEvent>],
         known: Vec<Option<u64>>,
         attempt: u32,

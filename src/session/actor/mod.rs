@@ -66,7 +66,7 @@ enum Wake {
 }
 
 /// The hydrated state an actor owns.
-struct State {
+struct Loaded {
     /// Where the log stood after the last event applied (committed).
     meta: SessionMeta,
     projection: Projection,
@@ -101,7 +101,7 @@ impl Actor {
         .await
     }
 
-    async fn serve(&mut self, mut state: State) {
+    async fn serve(&mut self, mut state: Loaded) {
         let ctx = self.ctx.clone();
         let idle = ctx.cfg.idle_evict;
         let mut deadline = Instant::now() + idle;
@@ -164,7 +164,7 @@ impl Actor {
     }
 
     /// Serve one command. Returns false when the actor must stop.
-    async fn handle(&mut self, state: &mut State, cmd: Command) -> bool {
+    async fn handle(&mut self, state: &mut Loaded, cmd: Command) -> bool {
         if state.forgotten && !matches!(cmd, Command::Expire { .. } | Command::EvictIfIdle) {
             match self.hydrate().await {
                 Ok(fresh) => *state = fresh,

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio::time::{Duration, Instant};
 use tracing::warn;
 
-use super::{Actor, State};
+use super::{Actor, Loaded};
 use crate::frame::Frame;
 use crate::session::Command;
 use crate::store::{News, SessionMeta, StoreError, Tail};
@@ -25,7 +25,7 @@ impl Actor {
     /// Appending and deleting commands check against the store themselves.
     pub(super) async fn sync_for(
         &mut self,
-        state: &mut State,
+        state: &mut Loaded,
         cmd: &Command,
     ) -> Result<(), StoreError> {
         if !self.ctx.shared {
@@ -56,7 +56,7 @@ impl Actor {
 
     /// News from another node woke the actor: catch up unless it is only
     /// the echo of our own append.
-    pub(super) async fn on_news(&mut self, state: &mut State) {
+    pub(super) async fn on_news(&mut self, state: &mut Loaded) {
         let beyond = self
             .listening
             .as_ref()
@@ -75,7 +75,7 @@ impl Actor {
     /// the state. Returns the cursors of `ids` as of the state's new head.
     pub(super) async fn catch_up(
         &mut self,
-        state: &mut State,
+        state: &mut Loaded,
         ids: &[String],
     ) -> Result<Vec<Option<u64>>, StoreError> {
         let ctx = self.ctx.clone();
@@ -108,7 +108,7 @@ impl Actor {
 
     /// Apply a tail read; false when it does not continue the state (another
     /// epoch, or events trimmed past the state's head).
-    fn advance(&mut self, state: &mut State, tail: &Tail) -> Result<bool, StoreError> {
+    fn advance(&mut self, state: &mut Loaded, tail: &Tail) -> Result<bool, StoreError> {
         if tail.meta.epoch != state.meta.epoch {
             return Ok(false);
         }
@@ -145,7 +145,7 @@ impl Actor {
     /// Reload the state from the store, and bring local subscribers along:
     /// the frames they have not seen, or `reset` + `snapshot` when the log
     /// was recreated or no longer holds them.
-    async fn reload(&mut self, state: &mut State) -> Result<(), StoreError> {
+    async fn reload(&mut self, state: &mut Loaded) -> Result<(), StoreError> {
         let fresh = self.hydrate().await?;
         let old = std::mem::replace(state, fresh);
         if self.feed.is_none() {

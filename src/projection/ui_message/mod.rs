@@ -1,0 +1,608 @@
+//! Messages and their parts in the Vercel AI SDK `UIMessage` shapes, and the
+//! application of one `UIMessageChunk` to a message with the same semantics as
+//! the `ai` package's `processUIMessageStream`. The reducer only ever changes
+//! message parts through [`Message::apply`], so the snapshot is by construction
+//! what an AI SDK client builds from the delta chunks.
+
+mod part;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::chunk::Chunk;
+pub use part::{Part, StreamState, ToolState};
+
+/// Who wrote a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+    System,
+}
+
+/// Lifecycle of a whole message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MessageStatus {
+    /// Chunks are still arriving.
+    Streaming,
+    /// Finished normally (`finish`).
+    Complete,
+    /// Finished with an error.
+    Failed,
+    /// Aborted (cancelled or interrupted run).
+    Aborted,
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    pub id: String,
+    pub role: Role,
+    pub status: MessageStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Cursor of the event that created the message.
+    pub created_cursor: u64,
+    pub parts: Vec<Part>,
+    /// Ids of text/reasoning parts still open, mapped to their index in
+    /// `parts` (the AI SDK's `activeTextParts` / `activeReasoningParts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_parts: Vec<(String, usize)>,
+}
+
+/// A chunk that cannot apply to a message (the AI SDK would throw).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("chunk {chunk_type} cannot apply: {reason}")]
+pub struct ApplyError {
+    pub chunk_type: String,
+    pub reason: String,
+}
+
+impl Message {
+    /// An empty message.
+    pub fn new(id: impl Into<String>, role: Role, created_cursor: u64) -> Self {
+        Message {
+            id: id.into(),
+            role,
+            status: MessageStatus::Streaming,
+            agent_id: None,
+            turn_id: None,
+            run_id: None,
+            created_cursor,
+            parts: Vec::new(),
+            open_parts: Vec::new(),
+        }
+    }
+
+    fn open_index(&self, id: &str) -> Option<usize> {
+        self.open_parts
+            .iter()
+            .find(|(pid, _)| pid == id)
+            .map(|(_, i)| *i)
+    }
+
+    fn close(&mut self, id: &str) -> Option<usize> {
+        let pos = self.open_parts.iter().position(|(pid, _)| pid == id)?;
+        Some(self.open_parts.remove(pos).1)
+    }
+
+    /// Index of the last tool part with this call id.
+    pub fn tool_index(&self, tool_call_id: &str) -> Option<usize> {
+        self.parts
+            .iter()
+            .rposition(|p| p.tool_call_id() == Some(tool_call_id))
+    }
+
+    /// True when a text or reasoning part with this id is open.
+    pub fn is_open(&self, id: &str) -> bool {
+        self.open_index(id).is_some()
+    }
+
+    /// Apply one chunk with the AI SDK's semantics. Returns an error, and
+    /// changes nothing, where the AI SDK client would throw.
+    pub fn apply(&mut self, chunk: &Chunk) -> Result<(), ApplyError> {
+        let err = |reason: &str| ApplyError {
+            chunk_type: chunk.type_name().into_owned(),
+            reason: reason.to_string(),
+        };
+        match chunk {
+            Chunk::Start { .. } | Chunk::Abort { .. } | Chunk::Error { .. } => {
+                if let Chunk::Abort { .. } = chunk {
+                    self.status = MessageStatus::Aborted;
+                }
+            }
+            Chunk::Finish { finish_reason } => {
+                if self.status == MessageStatus::Streaming {
+                    self.status = match finish_reason {
+                        Some(super::chunk::FinishReason::Error) => MessageStatus::Failed,
+                        _ => MessageStatus::Complete,
+                    };
+                }
+            }
+            Chunk::StartStep => self.parts.push(Part::StepStart),
+            Chunk::FinishStep => {}
+            Chunk::TextStart { id } => {
+                self.open_parts.retain(|(pid, _)| pid != id);
+                self.parts.push(Part::Text {
+                    text: String::new(),
+                    state: StreamState::Streaming,
+                });
+                self.open_parts.push((id.clone(), self.parts.len() - 1));
+            }
+            Chunk::ReasoningStart { id } => {
+                self.open_parts.retain(|(pid, _)| pid != id);
+                self.parts.push(Part::Reasoning {
+                    id: id.clone(),
+                    text: String::new(),
+                    state: StreamState::Streaming,
+                });
+                self.open_parts.push((id.clone(), self.parts.len() - 1));
+            }
+            Chunk::TextDelta { id, delta } | Chunk::ReasoningDelta { id, delta } => {
+                let idx = self
+                    .open_index(id)
+                    .ok_or_else(|| err("no open part with this id"))?;
+                match (&mut self.parts[idx], chunk) {
+                    (Part::Text { text, .. }, Chunk::TextDelta { .. })
+                    | (Part::Reasoning { text, .. }, Chunk::ReasoningDelta { .. }) => {
+                        text.push_str(delta)
+                    }
+                    _ => return Err(err("open part has another type")),
+                }
+            }
+            Chunk::TextEnd { id } | Chunk::ReasoningEnd { id } => {
+                let idx = self
+                    .open_index(id)
+                    .ok_or_else(|| err("no open part with this id"))?;
+                self.close(id);
+                if let Part::Text { state, .. } | Part::Reasoning { state, .. } =
+                    &mut self.parts[idx]
+                {
+                    *state = StreamState::Done;
+                }
+            }
+            Chunk::ToolInputStart {
+                tool_call_id,
+                tool_name,
+                title,
+            } => {
+                self.parts.push(Part::Tool {
+                    tool_name: tool_name.clone(),
+                    tool_call_id: tool_call_id.clone(),
+                    state: ToolState::InputStreaming,
+                    input: None,
+                    output: None,
+                    error_text: None,
+                    preliminary: None,
+                    title: title.clone(),
+                });
+            }
+            Chunk::ToolInputDelta { tool_call_id, .. } => {
+                // The AI SDK re-parses partial JSON input; we keep input as
+                // sent in `tool-input-available` and only check the part exists.
+                self.tool_index(tool_call_id)
+                    .ok_or_else(|| err("no tool part with this toolCallId"))?;
+            }
+            Chunk::ToolInputAvailable {
+                tool_call_id,
+                tool_name,
+                input,
+                title,
+            } => match self.tool_index(tool_call_id) {
+                Some(i) => {
+                    if let Part::Tool {
+                        state,
+                        input: inp,
+                        output,
+                        error_text,
+                        preliminary,
+                        title: t,
+                        ..
+                    } = &mut self.parts[i]
+                    {
+                        *state = ToolState::InputAvailable;
+                        *inp = Some(input.clone());
+                        *output = None;
+                        *error_text = None;
+                        *preliminary = None;
+                        if title.is_some() {
+                            *t = title.clone();
+                        }
+                    }
+                }
+                None => self.parts.push(Part::Tool {
+                    tool_name: tool_name.clone(),
+                    tool_call_id: tool_call_id.clone(),
+                    state: ToolState::InputAvailable,
+                    input: Some(input.clone()),
+                    output: None,
+                    error_text: None,
+                    preliminary: None,
+                    title: title.clone(),
+                }),
+            },
+            Chunk::ToolOutputAvailable {
+                tool_call_id,
+                output,
+                preliminary,
+            } => {
+                let i = self
+                    .tool_index(tool_call_id)
+                    .ok_or_else(|| err("no tool part with this toolCallId"))?;
+                if let Part::Tool {
+                    state,
+                    output: out,
+                    error_text,
+                    preliminary: pre,
+                    ..
+                } = &mut self.parts[i]
+                {
+                    *state = ToolState::OutputAvailable;
+                    *out = Some(output.clone());
+                    *error_text = None;
+                    *pre = preliminary.then_some(true);
+                }
+            }
+            Chunk::ToolOutputError {
+                tool_call_id,
+                error_text,
+            } => {
+                let i = self
+                    .tool_index(tool_call_id)
+                    .ok_or_else(|| err("no tool part with this toolCallId"))?;
+                if let Part::Tool {
+                    state,
+                    output,
+                    error_text: e,
+                    preliminary,
+                    ..
+                } = &mut self.parts[i]
+                {
+                    *state = ToolState::OutputError;
+                    *output = None;
+                    *e = Some(error_text.clone());
+                    *preliminary = None;
+                }
+            }
+            Chunk::ToolOutputDenied { tool_call_id } => {
+                let i = self
+                    .tool_index(tool_call_id)
+                    .ok_or_else(|| err("no tool part with this toolCallId"))?;
+                if let Part::Tool { state, .. } = &mut self.parts[i] {
+                    *state = ToolState::OutputDenied;
+                }
+            }
+            Chunk::SourceUrl {
+                source_id,
+                url,
+                title,
+            } => self.parts.push(Part::SourceUrl {
+                source_id: source_id.clone(),
+                url: url.clone(),
+                title: title.clone(),
+            }),
+            Chunk::File { url, media_type } => self.parts.push(Part::File {
+                url: url.clone(),
+                media_type: media_type.clone(),
+            }),
+            Chunk::Data {
+                name,
+                id,
+                data,
+                transient,
+            } => {
+                if *transient {
+                    return Ok(());
+                }
+                let existing = id.as_ref().and_then(|id| {
+                    self.parts.iter().position(|p| {
+                        matches!(p, Part::Data { name: n, id: Some(pid), .. } if n == name && pid == id)
+                    })
+                });
+                let part = Part::Data {
+                    name: name.clone(),
+                    id: id.clone(),
+                    data: data.clone(),
+                };
+                match existing {
+                    Some(i) => self.parts[i] = part,
+                    None => self.parts.push(part),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Replace the text of the text or reasoning part at `idx`. This is the
+    /// one part change not made by a chunk: final-text reconciliation, which
+    /// the reducer announces with a transient `data-reconciliation` chunk
+    /// (`{messageId, partIndex, text, streamedText}`). Returns false when
+    /// `idx` is not a text or reasoning part.
+    pub fn replace_text(&mut self, idx: usize, new_text: &str) -> bool {
+        match self.parts.get_mut(idx) {
+            Some(Part::Text { text, .. }) | Some(Part::Reasoning { text, .. }) => {
+                *text = new_text.to_string();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The chunks that rebuild this message from nothing, as the AI SDK
+    /// applies them: `start`, each part in order (open text and reasoning
+    /// parts stay open under their chunk ids, so live deltas continue them),
+    /// then `finish` / `abort` if the message has ended.
+    pub fn replay_chunks(&self) -> Vec<Chunk> {
+        let mut out = vec![Chunk::Start {
+            message_id: self.id.clone(),
+        }];
+        for (i, part) in self.parts.iter().enumerate() {
+            let open_id = self
+                .open_parts
+                .iter()
+                .find(|(_, idx)| *idx == i)
+                .map(|(id, _)| id.clone());
+            match part {
+                Part::Text { text, .. } | Part::Reasoning { text, .. } => {
+                    let reasoning = matches!(part, Part::Reasoning { .. });
+                    let id = match part {
+                        Part::Reasoning { id, .. } => id.clone(),
+                        _ => open_id
+                            .clone()
+                            .unwrap_or_else(|| format!("{}-r{i}", self.id)),
+                    };
+                    out.push(if reasoning {
+                        Chunk::ReasoningStart { id: id.clone() }
+                    } else {
+                        Chunk::TextStart { id: id.clone() }
+                    });
+                    if !text.is_empty() {
+                        let delta = text.clone();
+                        out.push(if reasoning {
+                            Chunk::ReasoningDelta {
+                                id: id.clone(),
+                                delta,
+                            }
+                        } else {
+                            Chunk::TextDelta {
+                                id: id.clone(),
+                                delta,
+                            }
+                        });
+                    }
+                    if open_id.is_none() {
+                        out.push(if reasoning {
+                            Chunk::ReasoningEnd { id }
+                        } else {
+                            Chunk::TextEnd { id }
+                        });
+                    }
+                }
+                Part::Tool {
+                    tool_name,
+                    tool_call_id,
+                    state,
+                    input,
+                    output,
+                    error_text,
+                    preliminary,
+                    title,
+                } => {
+                    out.push(Chunk::ToolInputStart {
+                        tool_call_id: tool_call_id.clone(),
+                        tool_name: tool_name.clone(),
+                        title: title.clone(),
+                    });
+                    if *state != ToolState::InputStreaming || input.is_some() {
+                        out.push(Chunk::ToolInputAvailable {
+                            tool_call_id: tool_call_id.clone(),
+                            tool_name: tool_name.clone(),
+                            input: input.clone().unwrap_or(Value::Null),
+                            title: title.clone(),
+                        });
+                    }
+                    match state {
+                        ToolState::OutputAvailable => out.push(Chunk::ToolOutputAvailable {
+                            tool_call_id: tool_call_id.clone(),
+                            output: output.clone().unwrap_or(Value::Null),
+                            preliminary: preliminary.unwrap_or(false),
+                        }),
+                        ToolState::OutputError => out.push(Chunk::ToolOutputError {
+                            tool_call_id: tool_call_id.clone(),
+                            error_text: error_text.clone().unwrap_or_default(),
+                        }),
+                        ToolState::OutputDenied => out.push(Chunk::ToolOutputDenied {
+                            tool_call_id: tool_call_id.clone(),
+                        }),
+                        ToolState::InputStreaming | ToolState::InputAvailable => {}
+                    }
+                }
+                Part::SourceUrl {
+                    source_id,
+                    url,
+                    title,
+                } => out.push(Chunk::SourceUrl {
+                    source_id: source_id.clone(),
+                    url: url.clone(),
+                    title: title.clone(),
+                }),
+                Part::File { url, media_type } => out.push(Chunk::File {
+                    url: url.clone(),
+                    media_type: media_type.clone(),
+                }),
+                Part::StepStart => out.push(Chunk::StartStep),
+                Part::Data { name, id, data } => out.push(Chunk::Data {
+                    name: name.clone(),
+                    id: id.clone(),
+                    data: data.clone(),
+                    transient: false,
+                }),
+            }
+        }
+        match self.status {
+            MessageStatus::Streaming => {}
+            MessageStatus::Complete => out.push(Chunk::Finish {
+                finish_reason: Some(super::chunk::FinishReason::Stop),
+            }),
+            MessageStatus::Failed => out.push(Chunk::Finish {
+                finish_reason: Some(super::chunk::FinishReason::Error),
+            }),
+            MessageStatus::Aborted => out.push(Chunk::Abort { reason: None }),
+        }
+        out
+    }
+
+    /// True once the message has finished or was aborted.
+    pub fn is_finished(&self) -> bool {
+        self.status != MessageStatus::Streaming
+    }
+
+    /// Concatenated text of all text parts.
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text { text, .. } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn text_delta_without_start_is_rejected_and_changes_nothing() {
+        let mut m = Message::new("m", Role::Assistant, 1);
+        let e = m
+            .apply(&Chunk::TextDelta {
+                id: "t".into(),
+                delta: "x".into(),
+            })
+            .unwrap_err();
+        assert_eq!(e.chunk_type, "text-delta");
+        assert!(m.parts.is_empty());
+    }
+
+    #[test]
+    fn replay_chunks_rebuild_the_message_and_keep_open_parts_open() {
+        let mut m = Message::new("m", Role::Assistant, 1);
+        for c in [
+            Chunk::Start {
+                message_id: "m".into(),
+            },
+            Chunk::ReasoningStart { id: "r".into() },
+            Chunk::ReasoningDelta {
+                id: "r".into(),
+                delta: "think".into(),
+            },
+            Chunk::ReasoningEnd { id: "r".into() },
+            Chunk::TextStart { id: "a".into() },
+            Chunk::TextDelta {
+                id: "a".into(),
+                delta: "hi".into(),
+            },
+            Chunk::TextEnd { id: "a".into() },
+            Chunk::ToolInputStart {
+                tool_call_id: "t".into(),
+                tool_name: "x".into(),
+                title: None,
+            },
+            Chunk::ToolInputAvailable {
+                tool_call_id: "t".into(),
+                tool_name: "x".into(),
+                input: json!({"q": 1}),
+                title: Some("T".into()),
+            },
+            Chunk::ToolOutputError {
+                tool_call_id: "t".into(),
+                error_text: "boom".into(),
+            },
+            Chunk::data("artifact-card", "a1", json!({"artifactId": "a1"})),
+            Chunk::TextStart { id: "b".into() },
+            Chunk::TextDelta {
+                id: "b".into(),
+                delta: "more".into(),
+            },
+        ] {
+            m.apply(&c).unwrap();
+        }
+        let mut rebuilt = Message::new("m", Role::Assistant, 1);
+        for c in m.replay_chunks() {
+            rebuilt.apply(&c).unwrap();
+        }
+        assert_eq!(rebuilt.parts, m.parts);
+        // The open part keeps its chunk id: a live delta continues it.
+        rebuilt
+            .apply(&Chunk::TextDelta {
+                id: "b".into(),
+                delta: "!".into(),
+            })
+            .unwrap();
+        m.apply(&Chunk::TextDelta {
+            id: "b".into(),
+            delta: "!".into(),
+        })
+        .unwrap();
+        assert_eq!(rebuilt.parts, m.parts);
+        m.apply(&Chunk::TextEnd { id: "b".into() }).unwrap();
+        m.apply(&Chunk::Finish {
+            finish_reason: None,
+        })
+        .unwrap();
+        assert!(matches!(
+            m.replay_chunks().last(),
+            Some(Chunk::Finish { .. })
+        ));
+    }
+
+    #[test]
+    fn parts_round_trip_through_json() {
+        let mut m = Message::new("m", Role::Assistant, 1);
+        for c in [
+            Chunk::TextStart { id: "a".into() },
+            Chunk::TextDelta {
+                id: "a".into(),
+                delta: "hi".into(),
+            },
+            Chunk::TextEnd { id: "a".into() },
+            Chunk::ToolInputAvailable {
+                tool_call_id: "t".into(),
+                tool_name: "search".into(),
+                input: json!({"q": 1}),
+                title: None,
+            },
+            Chunk::ToolOutputAvailable {
+                tool_call_id: "t".into(),
+                output: json!("ok"),
+                preliminary: false,
+            },
+            Chunk::data("artifact-card", "a1", json!({"artifactId": "a1"})),
+            Chunk::data("artifact-card", "a1", json!({"artifactId": "a1", "v": 2})),
+        ] {
+            m.apply(&c).unwrap();
+        }
+        assert_eq!(m.parts.len(), 3, "same data id replaces in place");
+        let v = serde_json::to_value(&m).unwrap();
+        assert_eq!(
+            v["parts"][0],
+            json!({"type":"text","text":"hi","state":"done"})
+        );
+        assert_eq!(
+            v["parts"][1],
+            json!({"type":"tool-search","toolCallId":"t","state":"output-available","input":{"q":1},"output":"ok"})
+        );
+        let back: Message = serde_json::from_value(v).unwrap();
+        assert_eq!(back, m);
+    }
+}
