@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every test of the project: rustfmt and clippy, Rust unit and integration tests, the Node suites
+# Every test of the project: rustfmt, clippy and rustdoc, Rust unit and integration tests, the Node suites
 # (AI SDK conformance with the real `ai` package; the viewer in headless
 # Chromium, which skips with a message where /usr/bin/chromium is missing),
 # the Python suites (third-party clients), then the curl smoke script against a freshly started server. This is the
@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 # Code shape first: formatted, and clippy-clean under the lints of Cargo.toml.
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets -- -D warnings
+# The API docs build without a broken link (lib.rs and every module's //! line).
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet
 
 cargo test --locked --all-targets
 

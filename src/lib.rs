@@ -7,19 +7,26 @@
 //!
 //! # Layout
 //! - [`config`]: layered configuration (embedded defaults, file, env, flags).
-//! - [`event`]: wire envelopes, normalisation to one `Fact`, validation, redaction.
-//! - [`projection`]: the read model and its pure reducer (fact -> chunks).
+//! - [`allowlist`]: the outbound hosts the server may call.
+//! - [`event`]: wire envelopes, normalisation to one `Fact` (named steps in
+//!   [`mod@event::normalize`]), validation, redaction, strict body reading.
+//! - [`projection`]: the read model and its pure reducer (fact -> chunks),
+//!   one room per surface; [`projection::ui_message`] is the AI SDK message.
 //! - [`frame`]: snapshot/delta/reset frames, encoded once and shared.
-//! - [`store`]: the per-session event log trait and its backends.
-//! - [`session`]: per-session actors and their registry.
+//! - [`store`]: the per-session event log trait, its backends, the codec and
+//!   the contract every backend keeps.
+//! - [`session`]: commands, handles and the registry; `session::actor` is
+//!   one actor per session (hydrate, ingest, commands, feed, shared-store sync).
 //! - [`control`]: the relay of decisions and run controls to runtimes.
-//! - [`stream`]: replay-then-live subscriptions; SSE and WebSocket transports.
-//! - [`http`]: routers, extractors, operations endpoints.
-//! - [`error`]: the problem+json error type.
-//! - [`openapi`]: the OpenAPI document generated from the handlers.
+//! - [`stream`]: the one replay-then-live machine; SSE, WebSocket and AI SDK
+//!   message streams are views over it.
+//! - [`http`]: routers per resource, extractors, limits, operations and the
+//!   OpenAPI document ([`openapi`], generated from the handlers).
+//! - [`error`]: `Problem`, the problem+json error type.
 //!
 //! Dependencies point one way: http -> session -> projection/store; event
-//! and projection know nothing about HTTP.
+//! and projection know nothing about HTTP; no module imports one that
+//! imports it back. docs/ARCHITECTURE.md maps every room.
 #![forbid(unsafe_code)]
 
 pub mod allowlist;

@@ -41,7 +41,7 @@ pub struct Outgoing {
     pub kind: Kind,
     /// The exact bytes that are signed and sent.
     pub body: Bytes,
-    /// Stable per logical request (see [`idempotency_key`]).
+    /// Stable per logical request (see `idempotency_key`).
     pub idempotency_key: String,
 }
 

@@ -66,7 +66,7 @@ pub fn spec_json() -> String {
     s
 }
 /// The document as served and committed: utoipa's, completed by
-/// [`complete`].
+/// `complete`.
 pub fn document() -> serde_json::Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("openapi serialises");
     complete(&mut doc);

@@ -5,9 +5,9 @@
 //! is required, but every field that is present must have the right type.
 //! Unknown top-level fields are kept (redacted) in `Fact::extra`.
 //!
-//! [`normalize`] is a list of named steps, each in its room: [`checks`]
-//! (limits, redaction, scope ids), [`reader`] (the envelope's fields and
-//! class) and [`derive`] (what can be derived, such as the id).
+//! [`normalize`] is a list of named steps, each in its room: `checks`
+//! (limits, redaction, scope ids), `reader` (the envelope's fields and
+//! class) and `derive` (what can be derived, such as the id).
 
 mod checks;
 mod derive;

@@ -1,5 +1,5 @@
 //! Durable embedded event log on redb: one database file under the data
-//! dir. Every write goes through the group-commit [`writer`] thread and is
+//! dir. Every write goes through the group-commit `writer` thread and is
 //! durable (fsync) before it is acknowledged; reads are MVCC read
 //! transactions on tokio's blocking pool and never wait for writes.
 
