@@ -156,6 +156,7 @@ fn payload_has(fact: &Fact, key: &str) -> bool {
 pub(super) fn missing_scope_ids(f: &Fact) -> Vec<Issue> {
     let ids = &f.ids;
     let source_family = f.source_class.split('.').next().unwrap_or("");
+    let has_evidence = ids.evidence_id.is_some() || !f.evidence_refs.is_empty();
     let need = |ok: bool, path: &str, what: &str| -> Option<Issue> {
         (!ok).then(|| {
             Issue::new(
@@ -175,13 +176,27 @@ pub(super) fn missing_scope_ids(f: &Fact) -> Vec<Issue> {
             "/artifactId",
             "`artifactId` or `artifactRefs`",
         ),
-        "evidence" | "review" => need(
-            ids.evidence_id.is_some() || !f.evidence_refs.is_empty(),
+        "evidence" => need(
+            has_evidence,
             "/evidenceId",
             "`evidenceId` or `evidenceRefs`",
         ),
+        // Seed 002: a review is scoped by its `reviewId` (top level or
+        // `payload.reviewId`); a verdict also names the evidence it rests on.
+        "review" => {
+            let review = ids.review_id.is_some() || payload_has(f, "reviewId");
+            need(review, "/reviewId", "`reviewId` (or `payload.reviewId`)").or_else(|| {
+                need(
+                    f.source_class != "review.verdict" || has_evidence,
+                    "/evidenceRefs",
+                    "an evidence ref (`evidenceId` or `evidenceRefs`)",
+                )
+            })
+        }
         "task" => need(ids.task_id.is_some(), "/taskId", "`taskId`"),
-        "subagent" => need(ids.subagent_id.is_some(), "/subagentId", "`subagentId`"),
+        // Seed 002: `subagent.started | completed` carry `subagentId` + `taskId`.
+        "subagent" => need(ids.subagent_id.is_some(), "/subagentId", "`subagentId`")
+            .or_else(|| need(ids.task_id.is_some(), "/taskId", "`taskId`")),
         "agent" => need(
             ids.agent_id.is_some() || ids.subagent_id.is_some(),
             "/agentId",
