@@ -10,6 +10,7 @@
 //! is final. `request.rs` builds the bodies. This module knows nothing about
 //! the server's HTTP layer; `http::controls` maps its outcomes to replies.
 
+mod answer;
 mod request;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use sha2::Sha256;
 
 use crate::allowlist::{http_url, AllowedHost};
 use crate::config::ControlsConfig;
+pub use answer::{check as check_answer, AnswerError, Checked};
 pub use request::{action_request, control_request, Invalid, Kind, Outgoing};
 
 /// Header with `sha256=<hex>` of HMAC-SHA256(secret, `"{timestamp}.{body}"`).

@@ -19,8 +19,8 @@ use utoipa::ToSchema;
 use super::auth::{Caller, Scope};
 use super::extract::{read_body, reject_duplicate_keys};
 use super::{ActionId, AppState, SessionId};
-use crate::control::{self, Kind, Outgoing, RelayError, TargetError};
-use crate::error::Problem;
+use crate::control::{self, Checked, Kind, Outgoing, RelayError, TargetError};
+use crate::error::{Problem, ProblemItem};
 
 /// Largest accepted decision or control body.
 const MAX_BODY: usize = 64 * 1024;
@@ -123,7 +123,7 @@ pub struct Relayed {
         (status = 404, description = "`unknown_action`: no such action in the session's projection", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "`action_already_resolved`, or `no_control_url`: no control URL is known for the session", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over 64 KiB", body = Problem, content_type = "application/problem+json"),
-        (status = 422, description = "`invalid_decision`: the body is not a JSON object with a valid `decision`", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "`invalid_decision`: the body is not a JSON object with a valid `decision`; `invalid_answer`: an `answer` that breaks the JSON Schema of the action's request (one error per broken rule, with its path under `/answer`)", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "`runtime_unreachable` (connect errors, timeouts or 5xx on every attempt) or `runtime_rejected` (the runtime answered 4xx)", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Shutting down", body = Problem, content_type = "application/problem+json"),
     )
@@ -165,6 +165,9 @@ pub async fn post_action(
                     format!("action `{}` is already resolved", action.0),
                 ))
             }
+        }
+        if let Some(schema) = &target.answer_schema {
+            check_answer(schema, &bytes)?;
         }
         relay(&st, target.control_url.as_deref(), out).await
     }
@@ -210,6 +213,42 @@ pub async fn post_control(
     }
     .await;
     respond(Kind::Control, result)
+}
+
+/// An `answer` decision must satisfy the schema of the request it answers
+/// (422 `invalid_answer`, one error per broken rule); other decisions pass.
+fn check_answer(schema: &Value, body: &[u8]) -> Result<(), Problem> {
+    let body: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    if body.get("decision").and_then(Value::as_str) != Some("answer") {
+        return Ok(());
+    }
+    match control::check_answer(schema, body.get("answer")) {
+        Checked::Valid => Ok(()),
+        Checked::SchemaUnusable(why) => {
+            tracing::warn!(error = %why, "the action's schema cannot be compiled; answer relayed unchecked");
+            Ok(())
+        }
+        Checked::Invalid(errors) => {
+            let n = errors.len();
+            let items = errors
+                .into_iter()
+                .map(|e| ProblemItem {
+                    index: None,
+                    event_id: None,
+                    code: "schema_violation".into(),
+                    path: format!("/answer{}", e.path),
+                    message: e.message,
+                })
+                .collect();
+            Err(Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_answer",
+                "Invalid answer",
+                format!("the answer breaks the request's schema in {n} place(s)"),
+            )
+            .with_errors(items))
+        }
+    }
 }
 
 fn invalid(code: &'static str, title: &'static str, e: control::Invalid) -> Problem {

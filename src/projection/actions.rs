@@ -5,23 +5,71 @@
 
 use serde_json::{json, Value};
 
-use super::public_state::{ActionEntry, Severity};
-use super::reducer::{merge, nonempty, Reducer};
+use super::plans::MAX_PLAN_CHARS;
+use super::public_state::{ActionEntry, ActionRequest, Severity};
+use super::reducer::{nonempty, truncate, Reducer};
+
+/// Characters kept of a request's question or detail.
+const MAX_REQUEST_TEXT: usize = 4_000;
 
 impl<'a> Reducer<'a> {
+    /// The `data-action-request` card: the entry as the snapshot has it,
+    /// minus the bookkeeping cursors and message id.
     fn action_card(e: &ActionEntry) -> Value {
-        let mut v = json!({"actionId": e.action_id, "status": e.status});
-        merge(
-            &mut v,
-            json!({
-                "actionType": e.action_type,
-                "title": e.title,
-                "toolCallId": e.tool_call_id,
-                "requestedBy": e.requested_by,
-                "decision": e.decision,
-            }),
-        );
+        let mut v = serde_json::to_value(e).unwrap_or_else(|_| json!({}));
+        if let Value::Object(m) = &mut v {
+            for k in ["messageId", "requestedCursor", "resolvedCursor"] {
+                m.remove(k);
+            }
+        }
         v
+    }
+
+    /// What a `credential_request` asks for: `{name, kind, provider}` from
+    /// `credentialName | secretName`, `credentialKind | credentialType`,
+    /// `provider`. A field that could hold the secret itself (`credential`,
+    /// `token`, ...) is redacted before the reducer ever sees it.
+    fn credential(&self) -> Option<Value> {
+        let mut c = serde_json::Map::new();
+        for (key, from) in [
+            ("name", &["credentialName", "secretName"][..]),
+            ("kind", &["credentialKind", "credentialType"][..]),
+            ("provider", &["provider"][..]),
+        ] {
+            if let Some(v) = self.first_str(from) {
+                c.insert(key.into(), v.into());
+            }
+        }
+        (!c.is_empty()).then_some(Value::Object(c))
+    }
+
+    /// The request's content from the `action.required` payload.
+    fn action_request(&self) -> ActionRequest {
+        let text = |keys: &[&str]| self.first_str(keys).map(|t| truncate(&t, MAX_REQUEST_TEXT));
+        ActionRequest {
+            question: text(&["question", "prompt"]),
+            detail: nonempty(self.fact.detail.as_deref())
+                .map(|t| truncate(&t, MAX_REQUEST_TEXT))
+                .or_else(|| text(&["description", "message"])),
+            options: self.first_value(&["options", "choices"]),
+            schema: self
+                .first_value(&["schema", "inputSchema", "requestedSchema"])
+                .filter(|s| s.is_object() || s.is_boolean()),
+            tool_name: self.first_str(&["toolName", "tool"]),
+            input: self.first_value(&["safeInput", "inputSummary", "input"]),
+            risk: self.first_str(&["risk", "riskLevel"]),
+            scope: self.first_value(&["scope", "permissionScope"]),
+            plan: self.first_value(&["plan", "planText"]).map(|p| match p {
+                Value::String(t) => Value::String(truncate(&t, MAX_PLAN_CHARS)),
+                other => other,
+            }),
+            grant: self.first_value(&["grant", "permissions"]),
+            credential: self.credential(),
+            artifact_id: nonempty(self.fact.ids.artifact_id.as_deref())
+                .or_else(|| self.first_str(&["artifactId"])),
+            version_id: self.first_str(&["versionId"]),
+            expires_at: self.first_str(&["expiresAt", "expiry"]),
+        }
     }
 
     /// `action.required | action.resolved`.
@@ -47,6 +95,7 @@ impl<'a> Reducer<'a> {
                 message_id: None,
                 requested_cursor: Some(cursor),
                 resolved_cursor: None,
+                request: self.action_request(),
             };
             let prev_msg = self
                 .state
@@ -100,6 +149,7 @@ impl<'a> Reducer<'a> {
                         message_id: None,
                         requested_cursor: None,
                         resolved_cursor: Some(cursor),
+                        request: ActionRequest::default(),
                     };
                     self.state.actions.insert(aid.clone(), e);
                 }

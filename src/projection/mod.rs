@@ -41,6 +41,8 @@ mod conformance_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_hitl;
+#[cfg(test)]
 mod tests_surfaces;
 #[cfg(test)]
 mod tests_taxonomy;

@@ -180,6 +180,63 @@ pub struct ActionEntry {
     pub requested_cursor: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved_cursor: Option<u64>,
+    /// What the request asks, for the card or form a UI renders.
+    #[serde(flatten)]
+    pub request: ActionRequest,
+}
+
+/// The content of a human-in-the-loop request (seed 004 "Human-in-the-loop
+/// taxonomy"), from the `action.required` payload, redacted like every
+/// payload. Each field only as the runtime sent it; nothing is guessed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionRequest {
+    /// The question put to the user (`question | prompt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// More about the request (`detail`, or `payload.description | message`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The choices offered (`options | choices`), as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Value>,
+    /// The JSON Schema an answer must satisfy (`schema | inputSchema |
+    /// requestedSchema`): a `structured_input` form. Answers are checked
+    /// against it before they are relayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Value>,
+    /// The tool a `tool_approval` is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// The safe summary of the input to approve (`safeInput | inputSummary
+    /// | input`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    /// `risk | riskLevel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk: Option<String>,
+    /// What a permission covers (`scope | permissionScope`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Value>,
+    /// The plan of a `plan_decision` (`plan | planText`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Value>,
+    /// What a `permission_grant` grants (`grant | permissions`), and for how long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<Value>,
+    /// The credential a `credential_request` asks for: `{name, kind,
+    /// provider}` (`credentialName | secretName`, `credentialKind |
+    /// credentialType`, `provider`); never a secret value (redacted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<Value>,
+    /// The artifact (and version) an `artifact_review` is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    /// When the request lapses (`expiresAt | expiry`), as the runtime wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
 }
 
 /// `artifacts[artifactId]`.

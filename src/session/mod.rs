@@ -118,13 +118,16 @@ pub struct MessagePage {
 }
 
 /// What relaying a control needs from a session's own actor.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ControlTarget {
     /// The runtime's control URL from the session's `session.opened` facts.
     pub control_url: Option<String>,
     /// The status (`pending | resolved`) of the action asked about; `None`
     /// when none was asked or the projection has no such action.
     pub action_status: Option<String>,
+    /// The JSON Schema an answer to that action must satisfy, if its
+    /// request has one.
+    pub answer_schema: Option<serde_json::Value>,
 }
 
 /// Errors an actor reports to its callers.

@@ -564,3 +564,60 @@ async fn run_controls_are_relayed_with_kind_control() {
     // A control changes nothing in the projection by itself.
     assert_eq!(action_status(&srv, "s").await, "pending");
 }
+
+#[tokio::test]
+async fn an_answer_that_breaks_the_request_schema_is_422_and_never_relayed() {
+    let rt = Runtime::start(Mode::Ok).await;
+    let srv = server(|_| {}).await;
+    let (status, v) = srv
+        .post(
+            "form",
+            &json!([
+                {"id": "open", "type": "session.created", "runId": "r1",
+                 "payload": {"controlUrl": rt.url}},
+                {"id": "req", "type": "action.required", "runId": "r1", "actionId": "a1",
+                 "payload": {"actionType": "structured_input", "question": "Deploy where?",
+                   "inputSchema": {"type": "object",
+                     "properties": {"region": {"enum": ["eu", "us"]},
+                                    "replicas": {"type": "integer", "minimum": 1}},
+                     "required": ["region"], "additionalProperties": false}}},
+            ]),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let state = srv.snapshot("form").await["state"]["actions"]["a1"].clone();
+    assert_eq!(state["question"], "Deploy where?");
+    assert_eq!(state["schema"]["required"], json!(["region"]));
+
+    let bad = json!({"decision": "answer", "answer": {"region": "mars", "replicas": 0}});
+    let (status, p) = decide(&srv, "form", "a1", bad).await;
+    assert_eq!(
+        (status, p["code"].as_str()),
+        (422, Some("invalid_answer")),
+        "{p}"
+    );
+    let paths: Vec<&str> = p["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"/answer/region"), "{p}");
+    assert!(paths.contains(&"/answer/replicas"), "{p}");
+    let (status, p) = decide(&srv, "form", "a1", json!({"decision": "answer"})).await;
+    assert_eq!(
+        (status, p["code"].as_str()),
+        (422, Some("invalid_answer")),
+        "no answer: {p}"
+    );
+    assert!(rt.seen().is_empty(), "nothing invalid reached the runtime");
+
+    // A valid answer goes through; approve/reject are not answers.
+    let good = json!({"decision": "answer", "answer": {"region": "eu", "replicas": 2}});
+    let (status, v) = decide(&srv, "form", "a1", good).await;
+    assert_eq!(status, 202, "{v}");
+    let (status, v) = decide(&srv, "form", "a1", json!({"decision": "reject"})).await;
+    assert_eq!(status, 202, "{v}");
+    assert_eq!(rt.seen().len(), 2);
+    assert_eq!(action_status(&srv, "form").await, "pending");
+}

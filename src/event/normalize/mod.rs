@@ -338,15 +338,26 @@ mod tests {
         ok(json!({"eventClass": "review.requested", "payload": {"reviewId": "r"}}));
         ok(json!({"eventClass": "review.requested", "reviewId": "r"}));
         let e = err(json!({"eventClass": "review.requested", "evidenceRefs": ["e"]}));
-        assert_eq!((e[0].code, e[0].path.as_str()), (code::MISSING_SCOPE_ID, "/reviewId"));
+        assert_eq!(
+            (e[0].code, e[0].path.as_str()),
+            (code::MISSING_SCOPE_ID, "/reviewId")
+        );
         // A verdict also names the evidence it rests on.
         let e = err(json!({"eventClass": "review.verdict", "payload": {"reviewId": "r"}}));
-        assert_eq!((e[0].code, e[0].path.as_str()), (code::MISSING_SCOPE_ID, "/evidenceRefs"));
-        ok(json!({"eventClass": "review.verdict", "payload": {"reviewId": "r"}, "evidenceRefs": ["e"]}));
+        assert_eq!(
+            (e[0].code, e[0].path.as_str()),
+            (code::MISSING_SCOPE_ID, "/evidenceRefs")
+        );
+        ok(
+            json!({"eventClass": "review.verdict", "payload": {"reviewId": "r"}, "evidenceRefs": ["e"]}),
+        );
         ok(json!({"eventClass": "review.verdict", "reviewId": "r", "evidenceId": "e"}));
         // subagent.* carries subagentId and taskId.
         let e = err(json!({"eventClass": "subagent.started", "subagentId": "s"}));
-        assert_eq!((e[0].code, e[0].path.as_str()), (code::MISSING_SCOPE_ID, "/taskId"));
+        assert_eq!(
+            (e[0].code, e[0].path.as_str()),
+            (code::MISSING_SCOPE_ID, "/taskId")
+        );
         let e = err(json!({"eventClass": "subagent.completed", "taskId": "t"}));
         assert_eq!(e[0].path, "/subagentId");
         ok(json!({"eventClass": "subagent.started", "subagentId": "s", "taskId": "t"}));

@@ -76,11 +76,11 @@ impl Actor {
     /// See [`crate::session::Command::ControlTarget`].
     pub(super) fn control_target(state: &Loaded, action_id: Option<&str>) -> ControlTarget {
         let p = &state.projection;
+        let action = action_id.and_then(|id| p.state().actions.get(id));
         ControlTarget {
             control_url: p.control_url().map(str::to_string),
-            action_status: action_id
-                .and_then(|id| p.state().actions.get(id))
-                .map(|a| a.status.clone()),
+            action_status: action.map(|a| a.status.clone()),
+            answer_schema: action.and_then(|a| a.request.schema.clone()),
         }
     }
 
