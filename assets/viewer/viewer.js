@@ -39,6 +39,8 @@
   const notices = new Map();
   /** Actions with a decision request in flight. */
   const inFlight = new Set();
+  // Answers being filled in, by action id: kept across re-renders of the card.
+  const drafts = new Map();
   /** Open <details> elements, kept across re-renders: "msgId:partIndex". */
   const openDetails = new Set();
 
@@ -483,7 +485,7 @@
 
   // ------------------------------------------------------------ actions ---
 
-  async function decide(actionId, decision) {
+  async function decide(actionId, decision, answer) {
     if (inFlight.has(actionId)) return;
     inFlight.add(actionId);
     notices.set(actionId, { kind: 'info', text: 'Sending ' + decision + '…' });
@@ -493,10 +495,22 @@
       const r = await fetch(apiBase() + '/actions/' + encodeURIComponent(actionId), {
         method: 'POST',
         headers: { 'content-type': 'application/json', accept: 'application/json', ...authHeaders },
-        body: JSON.stringify({ decision }),
+        body: JSON.stringify(decision === 'answer' ? { decision, answer } : { decision }),
       });
       if (r.status >= 200 && r.status < 300) {
         notice = { kind: 'info', text: 'Sent to the runtime — waiting for it to resolve' };
+        if (decision === 'answer') drafts.delete(actionId);
+      } else if (r.status === 422) {
+        // The server checked the answer against the request's schema.
+        let why = '';
+        try {
+          const body = await r.json();
+          const errs = Array.isArray(body.errors) ? body.errors : [];
+          why = errs.length
+            ? errs.map((e) => (e.path || '').replace(/^\/answer\/?/, '') + (e.path && e.path !== '/answer' ? ': ' : '') + e.message).join('; ')
+            : (body.detail || body.title || '');
+        } catch (_) { /* not JSON */ }
+        notice = { kind: 'warn', text: 'The answer was not accepted: ' + why };
       } else if (r.status === 404 || r.status === 405 || r.status === 501) {
         notice = { kind: 'warn', text: 'Controls are not available on this server (' + r.status + ')' };
       } else {
@@ -601,7 +615,9 @@
     const nearBottom = sc.top + sc.height >= sc.scrollHeight - 120;
     let transcriptChanged = false;
     if (dirty.all || dirty.messages.size) {
+      const focus = focusedField();
       renderTranscript(dirty.all ? null : dirty.messages);
+      restoreField(focus);
       transcriptChanged = true;
     }
     if (dirty.all || dirty.panels) renderPanels();
@@ -862,15 +878,153 @@
     if (a.toolCallId) meta.push('tool call ' + a.toolCallId);
     meta.push(id);
     card.append(h('div', { class: 'card-meta mono', text: meta.join(' · ') }));
+    card.append(...requestDetails(a));
     if (pending) {
       const busy = inFlight.has(id);
+      const form = answerForm(id, a, busy);
+      if (form) card.append(form);
+      // A request answered by a form or an option is declined, not approved.
       card.append(h('div', { class: 'action-buttons' },
-        h('button', { type: 'button', class: 'btn btn-approve', testid: 'approve', disabled: busy, onclick: () => decide(id, 'approve'), text: 'Approve' }),
-        h('button', { type: 'button', class: 'btn btn-reject', testid: 'reject', disabled: busy, onclick: () => decide(id, 'reject'), text: 'Reject' })));
+        form ? null : h('button', { type: 'button', class: 'btn btn-approve', testid: 'approve', disabled: busy, onclick: () => decide(id, 'approve'), text: 'Approve' }),
+        h('button', { type: 'button', class: 'btn btn-reject', testid: 'reject', disabled: busy, onclick: () => decide(id, 'reject'), text: form ? 'Decline' : 'Reject' })));
       const n = notices.get(id);
       if (n) card.append(h('div', { class: 'action-notice notice-' + n.kind, testid: 'action-notice', role: 'status', text: n.text }));
     }
     return card;
+  }
+
+  /** What a request asks, as the runtime sent it (seed 004 HITL kinds). */
+  function requestDetails(a) {
+    const rows = [];
+    const text = (v) => (typeof v === 'string' ? v : JSON.stringify(v));
+    const row = (label, value, testid) => rows.push(h('div', { class: 'req-row', testid },
+      h('span', { class: 'req-label', text: label }), h('span', { class: 'req-value mono', text: text(value) })));
+    if (a.question) rows.push(h('div', { class: 'req-question', testid: 'request-question', text: a.question }));
+    if (a.detail) rows.push(h('div', { class: 'req-detail', text: a.detail }));
+    if (a.toolName) row('tool', a.toolName, 'request-tool');
+    if (a.risk) row('risk', a.risk, 'request-risk');
+    if (a.scope != null) row('scope', a.scope, 'request-scope');
+    if (a.input != null) row('input', a.input, 'request-input');
+    if (a.grant != null) row('grants', a.grant, 'request-grant');
+    if (a.credential) row('credential', [a.credential.name, a.credential.kind, a.credential.provider].filter(Boolean).join(' · '), 'request-credential');
+    if (a.artifactId && a.actionType === 'artifact_review') row('artifact', a.artifactId + (a.versionId ? ' · v ' + a.versionId : ''), 'request-artifact');
+    if (a.expiresAt) row('expires', a.expiresAt, 'request-expires');
+    if (a.plan != null) rows.push(h('pre', { class: 'req-plan', testid: 'request-plan', text: typeof a.plan === 'string' ? a.plan : JSON.stringify(a.plan, null, 2) }));
+    return rows;
+  }
+
+  /** The kind of input a property schema gets, or null when no simple input fits. */
+  function fieldKind(p) {
+    if (!p || typeof p !== 'object') return null;
+    if (Array.isArray(p.enum) && p.enum.length) return 'enum';
+    if (p.type === 'string') return 'string';
+    if (p.type === 'number' || p.type === 'integer') return p.type;
+    if (p.type === 'boolean') return 'boolean';
+    return null;
+  }
+
+  /** The fields of a form for the common schema shapes: an object of scalar
+   *  properties, or one scalar. Null for anything else (answered as JSON). */
+  function formSpec(schema) {
+    if (!schema || typeof schema !== 'object') return null;
+    if (schema.type === 'object' || schema.properties) {
+      const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+      const fields = [];
+      for (const [name, p] of Object.entries(schema.properties || {})) {
+        const kind = fieldKind(p);
+        if (!kind) return null;
+        fields.push({ name, kind, schema: p, required: required.has(name), label: p.title || name });
+      }
+      return { object: true, fields };
+    }
+    const kind = fieldKind(schema);
+    return kind ? { object: false, fields: [{ name: 'answer', kind, schema, required: true, label: schema.title || 'answer' }] } : null;
+  }
+
+  /** The answer controls of a pending request: one button per option, a
+   *  form drawn from its schema, or a JSON field for other schemas. */
+  function answerForm(id, a, busy) {
+    const options = Array.isArray(a.options) && a.options.length ? a.options : null;
+    const spec = formSpec(a.schema);
+    if (!a.schema && options) {
+      return h('div', { class: 'answer-options', testid: 'answer-options' }, options.map((o) => {
+        const obj = o && typeof o === 'object';
+        const value = obj ? (o.value ?? o.id ?? o.label) : o;
+        const label = obj ? (o.label ?? o.title ?? String(value)) : String(o);
+        return h('button', { type: 'button', class: 'btn btn-option', testid: 'answer-option', disabled: busy, onclick: () => decide(id, 'answer', value), text: label });
+      }));
+    }
+    if (!a.schema) return null;
+    const draft = drafts.get(id) || {};
+    const set = (key, v) => {
+      const d = drafts.get(id) || {};
+      if (v === undefined) delete d[key]; else d[key] = v;
+      drafts.set(id, d);
+    };
+    const form = h('form', { class: 'answer-form', testid: 'answer-form', dataset: { actionId: id } });
+    const fields = spec ? spec.fields : [{ name: 'json', kind: 'json', schema: a.schema, required: true, label: 'answer (JSON)' }];
+    for (const f of fields) {
+      const cur = draft[f.name];
+      const testid = 'field-' + f.name;
+      const common = { name: f.name, testid, dataset: { field: f.name } };
+      let input;
+      if (f.kind === 'enum') {
+        input = h('select', { ...common, onchange: (ev) => set(f.name, ev.target.selectedIndex > 0 ? f.schema.enum[ev.target.selectedIndex - 1] : undefined) },
+          h('option', { value: '', text: '—' }),
+          f.schema.enum.map((v, i) => h('option', { value: String(i), text: String(v), selected: cur !== undefined && JSON.stringify(cur) === JSON.stringify(v) })));
+      } else if (f.kind === 'boolean') {
+        input = h('input', { ...common, type: 'checkbox', checked: cur === true, onchange: (ev) => set(f.name, ev.target.checked) });
+      } else if (f.kind === 'number' || f.kind === 'integer') {
+        input = h('input', { ...common, type: 'number', step: f.kind === 'integer' ? '1' : 'any', value: cur ?? '',
+          oninput: (ev) => set(f.name, ev.target.value === '' ? undefined : Number(ev.target.value)) });
+      } else if (f.kind === 'json') {
+        input = h('textarea', { ...common, rows: '3', class: 'mono', oninput: (ev) => set(f.name, ev.target.value) }, cur ?? '');
+      } else {
+        input = h('input', { ...common, type: 'text', value: cur ?? '', oninput: (ev) => set(f.name, ev.target.value === '' ? undefined : ev.target.value) });
+      }
+      form.append(h('label', { class: 'field' },
+        h('span', { class: 'field-label', text: f.label + (f.required ? ' *' : '') }), input,
+        f.schema && f.schema.description ? h('span', { class: 'field-help', text: f.schema.description }) : null));
+    }
+    form.append(h('button', { type: 'submit', class: 'btn btn-answer', testid: 'answer-submit', disabled: busy, text: 'Send answer' }));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const d = { ...(drafts.get(id) || {}) };
+      let answer;
+      if (!spec) {
+        try { answer = JSON.parse(d.json ?? 'null'); } catch (_) {
+          notices.set(id, { kind: 'warn', text: 'The answer is not valid JSON' });
+          markActionDirty(id);
+          return;
+        }
+      } else {
+        for (const f of spec.fields) if (f.kind === 'boolean' && d[f.name] === undefined) d[f.name] = false;
+        answer = spec.object ? d : d.answer;
+      }
+      decide(id, 'answer', answer);
+    });
+    return form;
+  }
+
+  /** The answer field that has the focus (with its caret), to give it back after a re-render. */
+  function focusedField() {
+    const el = document.activeElement;
+    const form = el && el.closest && el.closest('[data-testid=answer-form]');
+    if (!form || !el.dataset.field) return null;
+    let caret = null;
+    try { caret = [el.selectionStart, el.selectionEnd]; } catch (_) { /* not a text input */ }
+    // The same request may show twice (in its message and in the pending panel).
+    const twins = [...document.querySelectorAll('[data-testid=answer-form]')].filter((x) => x.dataset.actionId === form.dataset.actionId);
+    return { action: form.dataset.actionId, nth: twins.indexOf(form), field: el.dataset.field, caret };
+  }
+
+  function restoreField(f) {
+    if (!f) return;
+    const form = [...document.querySelectorAll('[data-testid=answer-form]')].filter((x) => x.dataset.actionId === f.action)[f.nth];
+    const el = form && [...form.querySelectorAll('[data-field]')].find((x) => x.dataset.field === f.field);
+    if (!el) return;
+    el.focus();
+    if (f.caret && f.caret[0] != null) { try { el.setSelectionRange(f.caret[0], f.caret[1]); } catch (_) { /* no caret */ } }
   }
 
   function renderArtifactCard(a, testid, inline) {
