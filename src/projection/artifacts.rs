@@ -1,16 +1,15 @@
-//! The artifacts, evidence and diagnostics surfaces (`artifact.*`,
-//! `evidence.*`, `diagnostic.*`, and `file.read|changed` naming artifacts):
-//! refs, never bodies. Each entry change travels as a `data-<surface>`
+//! The artifacts and diagnostics surfaces (`artifact.*`, `diagnostic.*`,
+//! and `file.read|changed` naming artifacts): refs, never bodies. Each entry change travels as a `data-<surface>`
 //! chunk; message cards are added only inside an assistant message context.
 
 use serde_json::{json, Value};
 
-use super::public_state::{ArtifactEntry, EvidenceEntry, Severity};
+use super::public_state::{ArtifactEntry, Severity};
 use super::reducer::{merge, nonempty, push_unique, truncate, Reducer};
 
 impl Reducer<'_> {
     /// Refs named by the payload (never bodies).
-    fn payload_refs(&self) -> Vec<String> {
+    pub(super) fn payload_refs(&self) -> Vec<String> {
         let mut v = self.refs();
         for k in ["diffRef", "contentRef", "checkpointRef", "previewRef"] {
             if let Some(r) = self.first_str(&[k]) {
@@ -33,7 +32,7 @@ impl Reducer<'_> {
     }
 
     /// The assistant message a card goes into, if the fact has a context.
-    fn card_message(&mut self) -> Option<String> {
+    pub(super) fn card_message(&mut self) -> Option<String> {
         if self.has_message_context() {
             Some(self.ensure_assistant())
         } else {
@@ -115,62 +114,6 @@ impl Reducer<'_> {
         }
     }
 
-    /// `evidence.changed | review.completed`: verdicts only from `payload.verdict`.
-    pub fn on_evidence_facts(&mut self) {
-        let mut ids = Vec::new();
-        if let Some(e) = nonempty(self.fact.ids.evidence_id.as_deref()) {
-            ids.push(e);
-        }
-        for e in &self.fact.evidence_refs {
-            push_unique(&mut ids, e);
-        }
-        if ids.is_empty() {
-            return;
-        }
-        let refs = self.payload_refs();
-        let verdict = self.first_str(&["verdict"]);
-        let msg = self.card_message();
-        // The entity's own name (payload) before the event's title.
-        let title = self
-            .first_str(&["title", "name"])
-            .or_else(|| nonempty(self.fact.title.as_deref()))
-            .map(|t| truncate(&t, 200));
-        for eid in ids {
-            let cursor = self.cursor;
-            let e = self
-                .state
-                .evidence
-                .entry(eid.clone())
-                .or_insert_with(|| EvidenceEntry {
-                    evidence_id: eid.clone(),
-                    title: None,
-                    verdict: None,
-                    refs: Vec::new(),
-                    message_id: None,
-                    updated_cursor: cursor,
-                });
-            if let Some(t) = &title {
-                e.title = Some(t.clone());
-            }
-            if verdict.is_some() {
-                e.verdict = verdict.clone();
-            }
-            for r in &refs {
-                push_unique(&mut e.refs, r);
-            }
-            e.updated_cursor = cursor;
-            if let Some(m) = &msg {
-                e.message_id = Some(m.clone());
-                let mut card = json!({"evidenceId": eid});
-                merge(
-                    &mut card,
-                    json!({"title": e.title, "verdict": e.verdict, "refs": e.refs}),
-                );
-                self.put_data_part(m, "evidence-citation", &eid, card);
-            }
-            self.touch("evidence", eid);
-        }
-    }
 
     /// `diagnostic.changed | runtime.error | model.failed`.
     pub fn on_diagnostic_fact(&mut self) {

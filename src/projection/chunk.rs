@@ -89,6 +89,12 @@ pub enum Chunk {
         url: String,
         title: Option<String>,
     },
+    SourceDocument {
+        source_id: String,
+        media_type: String,
+        title: String,
+        filename: Option<String>,
+    },
     File {
         url: String,
         media_type: String,
@@ -126,6 +132,7 @@ impl Chunk {
             Chunk::ToolOutputError { .. } => Borrowed("tool-output-error"),
             Chunk::ToolOutputDenied { .. } => Borrowed("tool-output-denied"),
             Chunk::SourceUrl { .. } => Borrowed("source-url"),
+            Chunk::SourceDocument { .. } => Borrowed("source-document"),
             Chunk::File { .. } => Borrowed("file"),
             Chunk::Data { name, .. } => std::borrow::Cow::Owned(format!("data-{name}")),
         }
@@ -229,6 +236,19 @@ impl Serialize for Chunk {
                 m.serialize_entry("url", url)?;
                 if let Some(t) = title {
                     m.serialize_entry("title", t)?;
+                }
+            }
+            Chunk::SourceDocument {
+                source_id,
+                media_type,
+                title,
+                filename,
+            } => {
+                m.serialize_entry("sourceId", source_id)?;
+                m.serialize_entry("mediaType", media_type)?;
+                m.serialize_entry("title", title)?;
+                if let Some(f) = filename {
+                    m.serialize_entry("filename", f)?;
                 }
             }
             Chunk::File { url, media_type } => {

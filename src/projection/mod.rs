@@ -21,6 +21,7 @@ mod artifacts;
 pub mod chunk;
 mod coding;
 mod collaboration;
+mod evidence;
 mod input;
 mod permissions;
 mod plans;
@@ -42,6 +43,8 @@ mod conformance_tests;
 mod tests;
 #[cfg(test)]
 mod tests_hitl;
+#[cfg(test)]
+mod tests_kept;
 #[cfg(test)]
 mod tests_surfaces;
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! | `reasoning`, streaming | `thinking` `{title, text}` (the live "thinking" indicator) |
 //! | `reasoning`, done | `reasoning` `[{type: "text", data}]` |
 //! | `tool-<name>` | `toolcall` `{toolCallId, toolCallName, eventType, args, result?}`; status from the AI SDK state |
-//! | `data-evidence-citation`, `source-url` (consecutive ones together) | `search` `{title, references: [...]}` |
+//! | `data-evidence-citation`, `source-url`, `source-document` (consecutive ones together; an evidence's source part and its card are one reference) | `search` `{title, references: [{title, type?, url?, site?, date?, content?}]}` |
 //! | `file` with an `image/*` media type | `image` `{url}` |
 //! | other `file`, `data-attachment` (consecutive ones together) | `attachment` `[{fileType, url?, name?, isReference?, metadata}]` |
 //! | `data-artifact-card`, `data-action-request`, `data-plan` | custom types `artifact`, `action`, `plan` (Umo's `AIContentTypeOverrides`) |
@@ -66,6 +66,14 @@ fn json_text(v: &Value) -> String {
 pub fn message(m: &Message) -> Value {
     let mut content: Vec<Value> = Vec::new();
     let assistant = m.role == Role::Assistant;
+    let cited: Vec<&str> = m
+        .parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Data { name, id, .. } if name == "evidence-citation" => id.as_deref(),
+            _ => None,
+        })
+        .collect();
     for p in &m.parts {
         match p {
             Part::Text { text, .. } if text.is_empty() => {}
@@ -111,16 +119,24 @@ pub fn message(m: &Message) -> Value {
                     json!({"type": "toolcall", "id": tool_call_id, "status": status, "data": data}),
                 );
             }
+            // An evidence's source part and its citation card are one
+            // reference: the card, which says more, is kept.
+            Part::SourceUrl { source_id, .. } | Part::SourceDocument { source_id, .. }
+                if cited.contains(&source_id.as_str()) => {}
             Part::SourceUrl { url, title, .. } => {
-                let site = url
-                    .split("://")
-                    .nth(1)
-                    .and_then(|r| r.split('/').next())
-                    .unwrap_or("");
                 let mut r =
                     json!({"title": title.clone().unwrap_or_else(|| url.clone()), "url": url});
-                if !site.is_empty() {
+                if let Some(site) = site_of(url) {
                     r["site"] = site.into();
+                }
+                push_reference(&mut content, r);
+            }
+            Part::SourceDocument {
+                title, filename, ..
+            } => {
+                let mut r = json!({"title": title, "type": "document"});
+                if let Some(f) = filename {
+                    r["content"] = f.clone().into();
                 }
                 push_reference(&mut content, r);
             }
@@ -133,18 +149,7 @@ pub fn message(m: &Message) -> Value {
                        "metadata": {"mediaType": media_type}}),
             ),
             Part::Data { name, id, data } => match name.as_str() {
-                "evidence-citation" => {
-                    let title = data
-                        .get("title")
-                        .and_then(Value::as_str)
-                        .or_else(|| data.get("evidenceId").and_then(Value::as_str))
-                        .unwrap_or("evidence");
-                    let mut r = json!({"title": title, "type": "evidence"});
-                    if let Some(v) = data.get("verdict").and_then(Value::as_str) {
-                        r["content"] = format!("verdict: {v}").into();
-                    }
-                    push_reference(&mut content, r);
-                }
+                "evidence-citation" => push_reference(&mut content, citation(data)),
                 "attachment" => {
                     let s = |k: &str| data.get(k).and_then(Value::as_str);
                     let mut a = Map::new();
@@ -199,6 +204,42 @@ pub fn message(m: &Message) -> Value {
         out["ext"] = json!({"agentId": a});
     }
     out
+}
+
+/// The host of an http(s) URL.
+fn site_of(url: &str) -> Option<&str> {
+    url.split("://")
+        .nth(1)
+        .and_then(|r| r.split(['/', '?', '#']).next())
+        .filter(|h| !h.is_empty())
+}
+
+/// A `search` reference of an evidence citation: its title, URL, site
+/// (the publisher, else the URL's host), date, and the passage (or the
+/// verdict) as content.
+fn citation(data: &Value) -> Value {
+    let s = |k: &str| data.get(k).and_then(Value::as_str);
+    let title = s("title").or_else(|| s("evidenceId")).unwrap_or("evidence");
+    let mut r = json!({"title": title, "type": "evidence"});
+    if let Some(u) = s("url") {
+        r["url"] = u.into();
+    }
+    if let Some(site) = s("source").or_else(|| s("url").and_then(site_of)) {
+        r["site"] = site.into();
+    }
+    if let Some(d) = s("date") {
+        r["date"] = d.into();
+    }
+    let content = match (s("verdict"), s("snippet")) {
+        (Some(v), Some(t)) => Some(format!("verdict: {v}. {t}")),
+        (Some(v), None) => Some(format!("verdict: {v}")),
+        (None, Some(t)) => Some(t.to_string()),
+        (None, None) => None,
+    };
+    if let Some(c) = content {
+        r["content"] = c.into();
+    }
+    r
 }
 
 /// Add a reference to the `search` block at the end, or start one.

@@ -114,6 +114,18 @@ const scenarios = {
     { type: 'action.required', actionId: 'act-1', payload: { actionType: 'tool_approval' } },
     { type: 'action.resolved', actionId: 'act-1', payload: { decision: 'approved' } },
   ],
+  // Issue 16: evidence with a source becomes `source-url` / `source-document`
+  // (once per message, even when the evidence changes again), and a request
+  // keeps its content in its card.
+  'sources and a request with its content': [
+    { type: 'text.delta', payload: { delta: 'According to the notes, ' } },
+    { type: 'evidence.changed', evidenceId: 'ev-u', payload: { title: 'Release notes', url: 'https://example.com/notes', source: 'Example', snippet: 'Refused.', date: '2026-11-01' } },
+    { type: 'evidence.changed', evidenceId: 'ev-d', payload: { title: 'Lexer spec', mediaType: 'application/pdf', filename: 'lexer.pdf' } },
+    { type: 'evidence.changed', evidenceId: 'ev-u', payload: { verdict: 'supports' } },
+    { type: 'text.delta', payload: { delta: 'it is refused.' } },
+    { type: 'action.required', actionId: 'act-2', payload: { actionType: 'structured_input', question: 'Which region?', inputSchema: { type: 'object', properties: { region: { enum: ['eu', 'us'] } } }, options: ['eu', 'us'] } },
+    { type: 'action.resolved', actionId: 'act-2', payload: { decision: 'answered' } },
+  ],
 };
 
 for (const [name, events] of Object.entries(scenarios)) {
@@ -125,6 +137,24 @@ for (const [name, events] of Object.entries(scenarios)) {
     assertSame(await viaUiStream(server.base, sid, 'm1'), message);
   });
 }
+
+test('ui-stream: sources are parts the `ai` package builds, with every field', async () => {
+  const sid = session('src');
+  const events = scenarios['sources and a request with its content'];
+  await post(server.base, sid, [...run(sid, events), end(sid, events.length + 2)]);
+  const built = await viaUiStream(server.base, sid, 'm1');
+  const sources = built.parts.filter((p) => p.type.startsWith('source-'));
+  assert.deepEqual(sources, [
+    { type: 'source-url', sourceId: 'ev-u', url: 'https://example.com/notes', title: 'Release notes' },
+    { type: 'source-document', sourceId: 'ev-d', mediaType: 'application/pdf', title: 'Lexer spec', filename: 'lexer.pdf' },
+  ]);
+  const card = built.parts.find((p) => p.type === 'data-action-request');
+  assert.equal(card.data.question, 'Which region?');
+  assert.deepEqual(card.data.options, ['eu', 'us']);
+  assert.equal(card.data.status, 'resolved');
+  const citation = built.parts.find((p) => p.type === 'data-evidence-citation' && p.id === 'ev-u');
+  assert.deepEqual([citation.data.verdict, citation.data.snippet, citation.data.date], ['supports', 'Refused.', '2026-11-01']);
+});
 
 test('ui-stream: a message consumed live while its events are still being posted', async () => {
   const sid = session('live');

@@ -288,6 +288,17 @@ impl Message {
                 url: url.clone(),
                 title: title.clone(),
             }),
+            Chunk::SourceDocument {
+                source_id,
+                media_type,
+                title,
+                filename,
+            } => self.parts.push(Part::SourceDocument {
+                source_id: source_id.clone(),
+                media_type: media_type.clone(),
+                title: title.clone(),
+                filename: filename.clone(),
+            }),
             Chunk::File { url, media_type } => self.parts.push(Part::File {
                 url: url.clone(),
                 media_type: media_type.clone(),
@@ -432,6 +443,17 @@ impl Message {
                     source_id: source_id.clone(),
                     url: url.clone(),
                     title: title.clone(),
+                }),
+                Part::SourceDocument {
+                    source_id,
+                    media_type,
+                    title,
+                    filename,
+                } => out.push(Chunk::SourceDocument {
+                    source_id: source_id.clone(),
+                    media_type: media_type.clone(),
+                    title: title.clone(),
+                    filename: filename.clone(),
                 }),
                 Part::File { url, media_type } => out.push(Chunk::File {
                     url: url.clone(),

@@ -54,6 +54,12 @@ pub enum Part {
         url: String,
         title: Option<String>,
     },
+    SourceDocument {
+        source_id: String,
+        media_type: String,
+        title: String,
+        filename: Option<String>,
+    },
     File {
         url: String,
         media_type: String,
@@ -135,6 +141,20 @@ impl Part {
                     put("title", t.clone().into());
                 }
             }
+            Part::SourceDocument {
+                source_id,
+                media_type,
+                title,
+                filename,
+            } => {
+                put("type", "source-document".into());
+                put("sourceId", source_id.clone().into());
+                put("mediaType", media_type.clone().into());
+                put("title", title.clone().into());
+                if let Some(f) = filename {
+                    put("filename", f.clone().into());
+                }
+            }
             Part::File { url, media_type } => {
                 put("type", "file".into());
                 put("mediaType", media_type.clone().into());
@@ -177,6 +197,12 @@ impl Part {
                 source_id: s("sourceId")?,
                 url: s("url")?,
                 title: s("title"),
+            },
+            "source-document" => Part::SourceDocument {
+                source_id: s("sourceId")?,
+                media_type: s("mediaType")?,
+                title: s("title")?,
+                filename: s("filename"),
             },
             "file" => Part::File {
                 url: s("url")?,
