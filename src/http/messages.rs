@@ -70,10 +70,17 @@ pub struct MessagesPage {
     pub next_before: Option<String>,
 }
 
-/// A message as an AI SDK `UIMessage`: our bookkeeping goes in `metadata`.
+/// A message as an AI SDK `UIMessage`: the producer's metadata (such as
+/// `createdAt`) and our bookkeeping go in `metadata`.
 pub fn ui_message(m: &Message) -> Value {
     let v = serde_json::to_value(m).unwrap_or(Value::Null);
-    let mut meta = json!({"status": v["status"], "createdCursor": v["createdCursor"]});
+    // The producer's metadata (what the stream's `start` carried), then ours.
+    let mut meta = match &m.metadata {
+        Some(Value::Object(o)) => Value::Object(o.clone()),
+        _ => json!({}),
+    };
+    meta["status"] = v["status"].clone();
+    meta["createdCursor"] = v["createdCursor"].clone();
     for k in ["agentId", "turnId", "runId"] {
         if let Some(x) = v.get(k) {
             meta[k] = x.clone();

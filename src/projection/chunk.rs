@@ -25,6 +25,8 @@ pub enum FinishReason {
 pub enum Chunk {
     Start {
         message_id: String,
+        /// `messageMetadata`: merged into the message's `metadata`.
+        message_metadata: Option<Value>,
     },
     Finish {
         finish_reason: Option<FinishReason>,
@@ -154,7 +156,15 @@ impl Serialize for Chunk {
         let mut m = s.serialize_map(None)?;
         m.serialize_entry("type", &self.type_name())?;
         match self {
-            Chunk::Start { message_id } => m.serialize_entry("messageId", message_id)?,
+            Chunk::Start {
+                message_id,
+                message_metadata,
+            } => {
+                m.serialize_entry("messageId", message_id)?;
+                if let Some(md) = message_metadata {
+                    m.serialize_entry("messageMetadata", md)?;
+                }
+            }
             Chunk::Finish { finish_reason } => {
                 if let Some(r) = finish_reason {
                     m.serialize_entry("finishReason", r)?;

@@ -122,7 +122,7 @@ impl Run {
                     assert!(ser["id"].is_string(), "session chunks have ids: {ser}");
                     continue;
                 };
-                if let Chunk::Start { message_id } = &c.chunk {
+                if let Chunk::Start { message_id, .. } = &c.chunk {
                     assert_eq!(message_id, id);
                     // `start` is emitted once per message; an id may come
                     // back after its message was dropped by the bounds.

@@ -104,3 +104,45 @@ fn a_document_without_url_is_a_source_document_and_unsafe_urls_are_dropped() {
     assert!(!ps.iter().any(|p| p["type"] == "source-url"), "no URL, no source-url");
     r.assert_replay();
 }
+
+#[test]
+fn the_producers_time_reaches_messages_the_timeline_and_umo() {
+    let mut r = Run::new();
+    let at = |mut f: F, t: &str| {
+        f.0.timestamp = Some(t.into());
+        f
+    };
+    r.apply(at(F::new("e0", "run.started").turn("t"), "2026-11-25T09:00:00Z"));
+    let a = r.apply(at(
+        F::new("e1", "text.delta").turn("t").p("delta", json!("Hi")),
+        "2026-11-25T09:00:01.250Z",
+    ));
+    // The start chunk carries it, so an AI SDK client has it as metadata.
+    let start = a
+        .chunks
+        .iter()
+        .find(|c| c.chunk.type_name() == "start")
+        .expect("start");
+    assert_eq!(
+        serde_json::to_value(&start.chunk).unwrap()["messageMetadata"],
+        json!({"createdAt": "2026-11-25T09:00:01.250Z"})
+    );
+    // A later fact's time does not move it.
+    r.apply(at(
+        F::new("e2", "text.delta").turn("t").p("delta", json!(" there")),
+        "2026-11-25T09:00:05Z",
+    ));
+    let s = r.state();
+    assert_eq!(s["messages"][0]["metadata"]["createdAt"], "2026-11-25T09:00:01.250Z");
+    let tl = s["timeline"].as_array().unwrap();
+    assert_eq!(tl[1]["timestamp"], "2026-11-25T09:00:01.250Z");
+    assert_eq!(tl[2]["timestamp"], "2026-11-25T09:00:05Z");
+    let umo = umo_blocks::message(r.p.message("msg-2").unwrap());
+    assert_eq!(umo["datetime"], "2026-11-25T09:00:01.250Z");
+    // Without a time on the opening fact: no metadata, no datetime (no clock).
+    let mut q = Run::new();
+    q.apply(F::new("e0", "text.delta").turn("t").p("delta", json!("x")));
+    assert!(q.state()["messages"][0].get("metadata").is_none());
+    assert!(umo_blocks::message(&q.p.messages()[0]).get("datetime").is_none());
+    r.assert_replay();
+}

@@ -99,10 +99,14 @@ impl<'a> Reducer<'a> {
         m.turn_id = nonempty(self.fact.ids.turn_id.as_deref());
         m.run_id = nonempty(self.fact.ids.run_id.as_deref());
         self.state.messages.push(m);
+        // The producer's time of the fact that opened the message (the
+        // reducer reads no clock).
+        let created_at = self.fact.timestamp.clone();
         self.emit(
             id,
             Chunk::Start {
                 message_id: id.to_string(),
+                message_metadata: created_at.map(|t| serde_json::json!({ "createdAt": t })),
             },
         );
     }

@@ -16,8 +16,9 @@
 //!
 //! Message status: streaming -> `streaming` (`pending` while it has no
 //! content), complete -> `complete`, failed -> `error`, aborted -> `stop`.
-//! `datetime` is left out: the projection reads no clock and keeps no
-//! per-message producer time. `suggestion` blocks are never produced: no
+//! `datetime` is the producer's `createdAt` of the fact that opened the
+//! message (`metadata.createdAt`), left out when that fact had none: the
+//! projection reads no clock. `suggestion` blocks are never produced: no
 //! fact carries suggestions.
 
 use serde_json::{json, Map, Value};
@@ -200,6 +201,14 @@ pub fn message(m: &Message) -> Value {
         Role::System => "system",
     };
     let mut out = json!({"id": m.id, "role": role, "status": status, "content": content});
+    if let Some(t) = m
+        .metadata
+        .as_ref()
+        .and_then(|md| md.get("createdAt"))
+        .and_then(Value::as_str)
+    {
+        out["datetime"] = t.into();
+    }
     if let Some(a) = &m.agent_id {
         out["ext"] = json!({"agentId": a});
     }
@@ -287,6 +296,7 @@ mod tests {
             vec![
                 Chunk::Start {
                     message_id: t("m1"),
+                    message_metadata: None,
                 },
                 Chunk::ReasoningStart { id: t("r") },
                 Chunk::ReasoningDelta {

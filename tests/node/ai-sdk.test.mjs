@@ -413,3 +413,16 @@ test('two nodes on Redis: `ai` streams live from one node a message posted to th
     purgeRedisPrefix(REDIS, prefix);
   }
 });
+
+test('ui-stream: the producer\'s createdAt is the message metadata `ai` builds', async () => {
+  const sid = session('time');
+  const events = [
+    { type: 'text.delta', createdAt: '2026-11-25T09:00:01.250Z', payload: { delta: 'On time.' } },
+    { type: 'text.delta', createdAt: '2026-11-25T09:00:09Z', payload: { delta: ' Still.' } },
+  ];
+  await post(server.base, sid, [...run(sid, events), end(sid, events.length + 2)]);
+  const built = await viaUiStream(server.base, sid, 'm1');
+  const message = await ours(server.base, sid, 'm1');
+  assert.deepEqual(built.metadata, { createdAt: '2026-11-25T09:00:01.250Z' });
+  assert.deepEqual(message.metadata, built.metadata);
+});

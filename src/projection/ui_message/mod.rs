@@ -50,6 +50,10 @@ pub struct Message {
     pub run_id: Option<String>,
     /// Cursor of the event that created the message.
     pub created_cursor: u64,
+    /// The AI SDK `UIMessage.metadata`: what `start` chunks carried, merged
+    /// (the producer's `createdAt`, as its event said).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Value>,
     pub parts: Vec<Part>,
     /// Ids of text/reasoning parts still open, mapped to their index in
     /// `parts` (the AI SDK's `activeTextParts` / `activeReasoningParts`).
@@ -65,6 +69,31 @@ pub struct ApplyError {
     pub reason: String,
 }
 
+/// Merge `update` into a message's metadata the way the `ai` package does
+/// (`mergeObjects`: objects merge key by key, recursively; anything else
+/// replaces).
+fn merge_metadata(metadata: &mut Option<Value>, update: &Value) {
+    fn merge(into: &mut Value, update: &Value) {
+        match (into, update) {
+            (Value::Object(a), Value::Object(b)) => {
+                for (k, v) in b {
+                    match a.get_mut(k) {
+                        Some(slot) => merge(slot, v),
+                        None => {
+                            a.insert(k.clone(), v.clone());
+                        }
+                    }
+                }
+            }
+            (slot, v) => *slot = v.clone(),
+        }
+    }
+    match metadata {
+        Some(m) => merge(m, update),
+        None => *metadata = Some(update.clone()),
+    }
+}
+
 impl Message {
     /// An empty message.
     pub fn new(id: impl Into<String>, role: Role, created_cursor: u64) -> Self {
@@ -76,6 +105,7 @@ impl Message {
             turn_id: None,
             run_id: None,
             created_cursor,
+            metadata: None,
             parts: Vec::new(),
             open_parts: Vec::new(),
         }
@@ -113,6 +143,10 @@ impl Message {
             reason: reason.to_string(),
         };
         match chunk {
+            Chunk::Start {
+                message_metadata: Some(md),
+                ..
+            } => merge_metadata(&mut self.metadata, md),
             Chunk::Start { .. } | Chunk::Abort { .. } | Chunk::Error { .. } => {
                 if let Chunk::Abort { .. } = chunk {
                     self.status = MessageStatus::Aborted;
@@ -353,6 +387,7 @@ impl Message {
     pub fn replay_chunks(&self) -> Vec<Chunk> {
         let mut out = vec![Chunk::Start {
             message_id: self.id.clone(),
+            message_metadata: self.metadata.clone(),
         }];
         for (i, part) in self.parts.iter().enumerate() {
             let open_id = self
@@ -522,6 +557,7 @@ mod tests {
         for c in [
             Chunk::Start {
                 message_id: "m".into(),
+                message_metadata: None,
             },
             Chunk::ReasoningStart { id: "r".into() },
             Chunk::ReasoningDelta {
