@@ -307,6 +307,13 @@
       dirty.panels = true;
       return;
     }
+    if (surface === 'uiLocal') {
+      // UI-owned facts the server kept aside (never transcript truth).
+      st.uiLocal = st.uiLocal || [];
+      upsertBy(st.uiLocal, 'eventId', data);
+      while (st.uiLocal.length > 100) st.uiLocal.shift();
+      return;
+    }
     if (surface === 'topology') {
       st.topology = data && data.topology;
       dirty.panels = true;

@@ -4,9 +4,11 @@
 pub mod body;
 pub mod classes;
 pub mod fact;
+pub mod issue;
 pub mod normalize;
 pub mod redact;
 pub mod strict;
+pub mod taxonomy;
 
 pub use fact::{Envelope, Fact, ScopeIds, Taxonomy};
 pub use normalize::{normalize, Issue, Limits, Normalized};

@@ -4,10 +4,32 @@
 
 use serde_json::{json, Value};
 
-use super::public_state::{ArtifactEntry, Severity};
+use super::public_state::{ArtifactEntry, Severity, UiLocalEntry, MAX_UI_LOCAL};
 use super::reducer::{merge, nonempty, push_unique, truncate, Reducer};
 
 impl Reducer<'_> {
+    /// A fact the UI owns: listed in `uiLocal` with a warning, never applied.
+    pub fn keep_aside(&mut self) {
+        self.state.ui_local.push_back(UiLocalEntry {
+            cursor: self.cursor,
+            event_id: self.fact.id.clone(),
+            class: self.fact.source_class.clone(),
+            owner: self.fact.taxonomy.owner.clone(),
+            persistence: self.fact.taxonomy.persistence.clone(),
+        });
+        while self.state.ui_local.len() > MAX_UI_LOCAL {
+            self.state.ui_local.pop_front();
+        }
+        self.finding(
+            "ui_local_fact",
+            format!(
+                "{} is UI-owned (owner: ui_projection or persistence: ui_local): kept aside, never transcript or runtime truth",
+                self.fact.source_class
+            ),
+        );
+        self.touch("uiLocal", self.fact.id.clone());
+    }
+
     /// Refs named by the payload (never bodies).
     pub(super) fn payload_refs(&self) -> Vec<String> {
         let mut v = self.refs();
@@ -114,11 +136,22 @@ impl Reducer<'_> {
         }
     }
 
-
-    /// `diagnostic.changed | runtime.error | model.failed`.
+    /// `diagnostic.changed` (and its alias `runtime.warning`) | `runtime.error | model.failed`.
     pub fn on_diagnostic_fact(&mut self) {
         let class = self.fact.class.clone();
-        let (code, severity) = if class == "diagnostic.changed" {
+        // A runtime warning is a diagnostic that, like an error, is also
+        // referenced from the message it happened in.
+        let warning = self.fact.source_class == "runtime.warning";
+        let (code, severity) = if warning {
+            (
+                self.first_str(&["code"])
+                    .unwrap_or_else(|| "runtime.warning".into()),
+                match self.first_str(&["severity", "level"]).as_deref() {
+                    Some("info") | Some("debug") => Severity::Info,
+                    _ => Severity::Warning,
+                },
+            )
+        } else if class == "diagnostic.changed" {
             let sev = match self.first_str(&["severity", "level"]).as_deref() {
                 Some("info") | Some("debug") => Severity::Info,
                 Some("error") | Some("fatal") => Severity::Error,
@@ -137,15 +170,16 @@ impl Reducer<'_> {
             .or_else(|| self.title())
             .unwrap_or_else(|| class.clone());
         let did = self.diag(&code, severity, truncate(&text, 500));
-        if class != "diagnostic.changed" {
+        if warning || class != "diagnostic.changed" {
             if let Some(msg) = self.open_assistant() {
                 let sev = serde_json::to_value(severity).unwrap_or(Value::Null);
                 let data = json!({"diagnosticId": did, "code": code, "severity": sev});
                 self.put_data_part(&msg, "diagnostic-ref", &did, data);
             }
-            if self.first_value(&["fatal"]).and_then(|v| v.as_bool()) == Some(true) {
-                self.on_run_end();
-            }
+        }
+        let fatal = self.first_value(&["fatal"]).and_then(|v| v.as_bool()) == Some(true);
+        if class != "diagnostic.changed" && fatal {
+            self.on_run_end();
         }
     }
 }

@@ -52,7 +52,7 @@ mod tests_taxonomy;
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{classes, Fact};
+use crate::event::{classes, taxonomy, Fact};
 pub use chunk::{Chunk, ChunkOut, FinishReason};
 pub use public_state::PublicState;
 use reducer::{Bookkeeping, Reducer};
@@ -239,6 +239,10 @@ fn dispatch(cx: &mut Reducer<'_>) {
                 cx.fact.source_class
             ),
         );
+        return;
+    }
+    if taxonomy::is_ui_local(cx.fact) {
+        cx.keep_aside();
         return;
     }
     let user_text = class.starts_with("text.") && cx.fact.payload_str("role") == Some("user");

@@ -59,6 +59,27 @@ pub struct PublicState {
     pub topology: Option<String>,
     pub diagnostics: VecDeque<Diagnostic>,
     pub timeline: VecDeque<TimelineEntry>,
+    /// Facts the UI owns (`owner: ui_projection` or `persistence:
+    /// ui_local`), kept aside: listed here (the newest [`MAX_UI_LOCAL`]),
+    /// never applied to the transcript or the runtime.
+    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
+    pub ui_local: VecDeque<UiLocalEntry>,
+}
+
+/// UI-local facts listed in [`PublicState::ui_local`].
+pub const MAX_UI_LOCAL: usize = 100;
+
+/// A UI-local fact kept aside: where it is in the log and what it was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UiLocalEntry {
+    pub cursor: u64,
+    pub event_id: String,
+    pub class: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistence: Option<String>,
 }
 
 /// `{}`: the default of object-valued surfaces.

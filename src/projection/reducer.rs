@@ -393,6 +393,11 @@ impl<'a> Reducer<'a> {
             "topology" => Some(json!({"topology": st.topology})),
             "team" => team_value(st, id),
             "coding" => coding_value(st, id),
+            "uiLocal" => j(st
+                .ui_local
+                .iter()
+                .find(|e| e.event_id == id)
+                .map(|v| v as _)),
             _ => None,
         }
     }

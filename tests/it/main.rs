@@ -11,6 +11,7 @@ mod crash;
 mod full_disk;
 mod fuzz;
 mod hostile;
+mod kept;
 mod layout;
 mod messages;
 mod packaging;

@@ -25,35 +25,7 @@ use derive::derive_missing;
 pub use reader::envelope_schema;
 use reader::{class_of, Reader};
 
-/// Stable validation codes.
-pub mod code {
-    pub const SCHEMA_MISMATCH: &str = "schema_mismatch";
-    pub const MISSING_SCOPE_ID: &str = "missing_scope_id";
-    pub const SEQUENCE_GAP: &str = "sequence_gap";
-    pub const SECRET_LEAK_RISK: &str = "secret_leak_risk";
-    pub const LARGE_PAYLOAD_INLINE: &str = "large_payload_inline";
-    pub const TOO_DEEP: &str = "too_deep";
-    pub const STRING_TOO_LONG: &str = "string_too_long";
-}
-
-/// One finding about one event: an error (rejects the batch) or a warning.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Issue {
-    pub code: &'static str,
-    /// JSON pointer inside the event (`/toolCallId`, `/payload/apiKey`).
-    pub path: String,
-    pub message: String,
-}
-
-impl Issue {
-    fn new(code: &'static str, path: impl Into<String>, message: impl Into<String>) -> Self {
-        Issue {
-            code,
-            path: path.into(),
-            message: message.into(),
-        }
-    }
-}
+pub use super::issue::{code, Issue};
 
 /// Limits the normaliser enforces.
 #[derive(Debug, Clone, Copy)]
@@ -186,6 +158,7 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
         return Err(errors);
     }
     derive_missing(&mut fact, id);
+    warnings.extend(super::taxonomy::check(&fact));
     Ok(Normalized { fact, warnings })
 }
 
