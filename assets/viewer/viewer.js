@@ -307,6 +307,11 @@
       dirty.panels = true;
       return;
     }
+    if (surface === 'session' || surface === 'toolCatalog') {
+      st[surface] = data || {};
+      dirty.header = true;
+      return;
+    }
     if (surface === 'uiLocal') {
       // UI-owned facts the server kept aside (never transcript truth).
       st.uiLocal = st.uiLocal || [];

@@ -16,6 +16,7 @@ use super::auth::{Caller, Scope};
 use super::extract::Q;
 use super::{AppState, SessionId};
 use crate::error::Problem;
+use crate::session::Listing;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -48,6 +49,16 @@ pub struct SessionSummary {
     /// Runtime status of the projection after the last append.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
+    /// The session's title, as its runtime gave it (`session.updated`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived: Option<bool>,
+    /// A failed run may be retried (`run.failed` said so).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
     /// RFC 3339 time of the last append; of the session's opening (by a
     /// read or a subscription) while it has none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -104,13 +115,24 @@ pub async fn list_sessions(
         .flatten();
     let sessions = rows
         .into_iter()
-        .map(|(id, m)| SessionSummary {
-            session_id: id,
-            epoch: m.epoch,
-            head: m.head,
-            first: m.first,
-            status: m.status,
-            updated_at: rfc3339(m.updated_ms),
+        .map(|(id, m)| {
+            let l = m
+                .listing
+                .as_deref()
+                .map(Listing::decode)
+                .unwrap_or_default();
+            SessionSummary {
+                session_id: id,
+                epoch: m.epoch,
+                head: m.head,
+                first: m.first,
+                status: l.status,
+                title: l.title,
+                pinned: l.pinned,
+                archived: l.archived,
+                retryable: l.retryable,
+                updated_at: rfc3339(m.updated_ms),
+            }
         })
         .collect();
     Ok(Json(SessionsPage {

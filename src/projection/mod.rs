@@ -263,7 +263,7 @@ fn dispatch(cx: &mut Reducer<'_>) {
         "text.final" => cx.on_text_final(),
         "reasoning.delta" => cx.on_reasoning_delta(),
         "reasoning.summary" => cx.on_reasoning_summary(),
-        "tool.catalog.resolved" => {}
+        "tool.catalog.resolved" => cx.on_tool_catalog(),
         c if c.starts_with("tool.") => cx.on_tool(),
         "file.read" | "file.changed" => cx.on_file(),
         c if c.starts_with("patch.") || c.starts_with("command.") || c.starts_with("test.") => {
@@ -290,6 +290,7 @@ fn dispatch(cx: &mut Reducer<'_>) {
         "snapshot.updated" | "messages.snapshot" | "state.snapshot" => cx.on_repair(),
         "state.delta" => cx.on_state_delta(),
         "session.opened" => cx.on_session_opened(),
+        "session.updated" => cx.on_session_updated(),
         // other session.*, model.requested, metric.changed:
         // timeline only for now.
         _ => {}

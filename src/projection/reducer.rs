@@ -393,6 +393,8 @@ impl<'a> Reducer<'a> {
             "topology" => Some(json!({"topology": st.topology})),
             "team" => team_value(st, id),
             "coding" => coding_value(st, id),
+            "session" => serde_json::to_value(&st.session).ok(),
+            "toolCatalog" => serde_json::to_value(&st.tool_catalog).ok(),
             "uiLocal" => j(st
                 .ui_local
                 .iter()

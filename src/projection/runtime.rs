@@ -6,7 +6,7 @@
 
 use super::chunk::{Chunk, FinishReason};
 use super::public_state::{Severity, RUNTIME_STATUSES};
-use super::reducer::{nonempty, Reducer, TurnMark};
+use super::reducer::{nonempty, truncate, Reducer, TurnMark};
 use super::sequence::SeqOutcome;
 
 const TERMINAL: &[&str] = &["completed", "failed", "cancelled", "interrupted"];
@@ -30,10 +30,11 @@ fn phase_status(phase: &str) -> Option<&'static str> {
 
 /// Classes whose facts show that work is happening.
 pub fn is_work(class: &str) -> bool {
-    matches!(
+    (matches!(
         class.split('.').next().unwrap_or(""),
         "text" | "reasoning" | "tool" | "plan" | "patch" | "command" | "test" | "file"
-    ) || class == "model.requested"
+    ) && class != "tool.catalog.resolved")
+        || class == "model.requested"
 }
 
 impl<'a> Reducer<'a> {
@@ -146,6 +147,63 @@ impl<'a> Reducer<'a> {
         if let Some(url) = self.first_str(&["controlUrl"]) {
             self.books.control_url = Some(url);
         }
+        self.on_session_updated();
+    }
+
+    /// `session.updated` (and `session.opened`): the session's title,
+    /// pinned and archived flags, each only as a fact says it.
+    pub fn on_session_updated(&mut self) {
+        let title = self
+            .first_str(&["title", "name"])
+            .or_else(|| self.title())
+            .map(|t| truncate(&t, 200));
+        let flag = |k: &str| self.first_value(&[k]).and_then(|v| v.as_bool());
+        let (pinned, archived) = (flag("pinned"), flag("archived"));
+        if title.is_none() && pinned.is_none() && archived.is_none() {
+            return;
+        }
+        let s = &mut self.state.session;
+        if title.is_some() {
+            s.title = title;
+        }
+        if pinned.is_some() {
+            s.pinned = pinned;
+        }
+        if archived.is_some() {
+            s.archived = archived;
+        }
+        s.updated_cursor = Some(self.cursor);
+        self.touch("session", "session");
+    }
+
+    /// `tool.catalog.resolved`: the tools the runtime made available, by
+    /// name (`payload.tools`: names, or objects with `name`), as sent.
+    pub fn on_tool_catalog(&mut self) {
+        let Some(serde_json::Value::Array(tools)) = self.first_value(&["tools", "catalog"]) else {
+            return;
+        };
+        let replace = self.first_value(&["replace"]).and_then(|v| v.as_bool()) != Some(false);
+        if replace {
+            self.state.tool_catalog.clear();
+        }
+        for t in tools {
+            let name = match &t {
+                serde_json::Value::String(n) => Some(n.clone()),
+                serde_json::Value::Object(o) => {
+                    o.get("name").and_then(|v| v.as_str()).map(str::to_string)
+                }
+                _ => None,
+            };
+            if let Some(n) = name.filter(|n| !n.is_empty()) {
+                let entry = if t.is_object() {
+                    t
+                } else {
+                    serde_json::json!({"name": n})
+                };
+                self.state.tool_catalog.insert(n, entry);
+            }
+        }
+        self.touch("toolCatalog", "toolCatalog");
     }
 
     /// `turn.submitted`.
@@ -163,6 +221,7 @@ impl<'a> Reducer<'a> {
         self.books.turns.shift_remove(&self.turn_key());
         self.set_status("running");
         self.state.runtime.failure_category = None;
+        self.state.runtime.retryable = None;
         self.adopt_ids();
     }
 
@@ -234,6 +293,8 @@ impl<'a> Reducer<'a> {
                     .first_str(&["failureCategory"])
                     .or_else(|| (self.fact.class != "run.failed").then(|| self.fact.class.clone()));
                 self.state.runtime.failure_category = cat;
+                self.state.runtime.retryable =
+                    self.first_value(&["retryable"]).and_then(|v| v.as_bool());
                 let msg = match &self.state.runtime.failure_category {
                     Some(c) => format!("run failed: {c}"),
                     None => "run failed".to_string(),
@@ -261,10 +322,12 @@ impl<'a> Reducer<'a> {
                 finish_reason: Some(FinishReason::Stop),
             }],
         };
-        self.close_turn_messages(&ends);
-        if matches!(outcome, "cancelled" | "interrupted") {
-            self.cancel_running_tools();
+        // Running tools end first, inside their messages, before the
+        // messages themselves end.
+        if matches!(outcome, "cancelled" | "interrupted" | "failed") {
+            self.end_running_tools(outcome);
         }
+        self.close_turn_messages(&ends);
     }
 
     /// After an action resolution: back to running if nothing is pending.

@@ -9,6 +9,17 @@ use serde_json::{json, Value};
 use super::public_state::{AgentEntry, Edge, Severity, TaskEntry};
 use super::reducer::{merge, nonempty, push_unique, truncate, Reducer};
 
+/// What an agent fact says beyond its status (see `teammate_flags`).
+struct TeammateFlags {
+    needs_input: Option<bool>,
+    plan_ready: Option<bool>,
+    needs_auth: Option<bool>,
+    agent_card: Option<Value>,
+    remote_task_id: Option<String>,
+    schedule: Option<Value>,
+    wake_reason: Option<String>,
+}
+
 /// Upsert an object keyed by `key == id` in a bounded list; returns it.
 pub(super) fn upsert<'v>(list: &'v mut Vec<Value>, key: &str, id: &str) -> &'v mut Value {
     let pos = list
@@ -34,6 +45,21 @@ impl<'a> Reducer<'a> {
                 self.state.topology = Some(t);
                 self.touch("topology", "topology");
             }
+        }
+    }
+
+    /// What an agent fact says of a remote or background teammate, and of
+    /// what it waits for.
+    fn teammate_flags(&self) -> TeammateFlags {
+        let flag = |keys: &[&str]| self.first_value(keys).and_then(|v| v.as_bool());
+        TeammateFlags {
+            needs_input: flag(&["needsInput", "inputRequired"]),
+            plan_ready: flag(&["planReady"]),
+            needs_auth: flag(&["needsAuth", "authRequired"]),
+            agent_card: self.first_value(&["agentCard", "card"]),
+            remote_task_id: self.first_str(&["remoteTaskId"]),
+            schedule: self.first_value(&["schedule"]),
+            wake_reason: self.first_str(&["wakeReason", "trigger"]),
         }
     }
 
@@ -203,6 +229,7 @@ impl<'a> Reducer<'a> {
                 .map(|m| json!({"permissionMode": m}))
         });
         let latest = self.first_str(&["latestTurnStatus"]);
+        let flags = self.teammate_flags();
         let transcript = self.first_str(&["transcriptRef"]);
         let cursor = self.cursor;
         let is_new = !self.state.agents.contains_key(&aid);
@@ -213,6 +240,53 @@ impl<'a> Reducer<'a> {
             .or_insert_with(|| AgentEntry::new(&aid, "unavailable", cursor));
         if let Some(s) = status {
             e.status = s;
+        }
+        for (flag, v) in [
+            (&mut e.needs_input, flags.needs_input),
+            (&mut e.plan_ready, flags.plan_ready),
+            (&mut e.needs_auth, flags.needs_auth),
+        ] {
+            if let Some(v) = v {
+                *flag = v;
+            }
+        }
+        match e.status.as_str() {
+            "needs_input" => e.needs_input = true,
+            "plan_ready" => e.plan_ready = true,
+            // A teammate that ended waits for nothing.
+            "completed" | "failed" | "killed" | "closed" | "cancelled" => {
+                e.needs_input = false;
+                e.plan_ready = false;
+                e.needs_auth = false;
+            }
+            _ => {}
+        }
+        // Seed 004: needs_input and plan_ready outrank a plain running.
+        if matches!(
+            e.status.as_str(),
+            "running" | "idle" | "unknown" | "needs_input" | "plan_ready"
+        ) {
+            if e.needs_input {
+                e.status = "needs_input".into();
+            } else if e.plan_ready {
+                e.status = "plan_ready".into();
+            } else if matches!(e.status.as_str(), "needs_input" | "plan_ready") {
+                e.status = "running".into();
+            }
+        }
+        if flags.agent_card.is_some() {
+            e.agent_card = flags.agent_card;
+        }
+        if flags.schedule.is_some() {
+            e.schedule = flags.schedule;
+        }
+        for (slot, v) in [
+            (&mut e.remote_task_id, flags.remote_task_id),
+            (&mut e.wake_reason, flags.wake_reason),
+        ] {
+            if v.is_some() {
+                *slot = v;
+            }
         }
         for (slot, v) in [
             (&mut e.name, name),

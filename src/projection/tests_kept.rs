@@ -299,3 +299,185 @@ fn taxonomy_values_outside_the_seeds_sets_are_kept_and_warned_about() {
     let n = crate::event::normalize(ok, &crate::event::Limits::default()).unwrap();
     assert!(n.warnings.is_empty(), "{:?}", n.warnings);
 }
+
+#[test]
+fn session_updates_and_retryable_failures_reach_the_snapshot() {
+    let mut r = Run::new();
+    r.apply(F::new("e0", "session.updated").p("title", json!("Fix the nightly build")));
+    r.apply(F::new("e1", "session.updated").p("pinned", json!(true)));
+    let s = r.state();
+    assert_eq!(s["session"]["title"], "Fix the nightly build");
+    assert_eq!(s["session"]["pinned"], true);
+    assert!(
+        s["session"].get("archived").is_none(),
+        "only as a fact says it"
+    );
+    r.apply(F::new("e2", "session.updated").p("archived", json!(true)));
+    assert_eq!(
+        r.state()["session"]["title"],
+        "Fix the nightly build",
+        "kept"
+    );
+    r.apply(F::new("e3", "run.started").turn("t"));
+    r.apply(
+        F::new("e4", "run.failed")
+            .turn("t")
+            .p("retryable", json!(true))
+            .p("failureCategory", json!("rate_limited")),
+    );
+    assert_eq!(r.state()["runtime"]["retryable"], true);
+    r.apply(F::new("e5", "run.started").turn("t2"));
+    assert!(
+        r.state()["runtime"].get("retryable").is_none(),
+        "a new run clears it"
+    );
+    r.assert_replay();
+}
+
+#[test]
+fn tool_progress_is_a_preliminary_output_and_a_cancelled_tool_part_ends() {
+    let mut r = Run::new();
+    r.apply(F::new("e0", "run.started").turn("t"));
+    r.apply(
+        F::new("e1", "tool.started")
+            .turn("t")
+            .tool("c1")
+            .p("toolName", json!("build"))
+            .p("input", json!({"target": "all"})),
+    );
+    r.apply(
+        F::new("e2", "tool.progress")
+            .turn("t")
+            .tool("c1")
+            .p("progress", json!(40))
+            .p("preview", json!("compiling 40/100")),
+    );
+    let tool = |r: &Run| {
+        parts(r, "msg-2")
+            .into_iter()
+            .find(|p| p["type"] == "tool-build")
+            .expect("tool part")
+    };
+    let p = tool(&r);
+    assert_eq!(p["state"], "output-available");
+    assert_eq!(p["preliminary"], true);
+    assert_eq!(p["output"]["progress"], 40);
+    assert_eq!(p["output"]["preview"], "compiling 40/100");
+    // The run is cancelled: the part ends instead of waiting forever.
+    r.apply(F::new("e3", "run.canceled").turn("t"));
+    let p = tool(&r);
+    assert_eq!(p["state"], "output-error");
+    assert_eq!(p["errorText"], "cancelled");
+    assert_eq!(r.state()["tools"]["c1"]["status"], "cancelled");
+    // A late result does not reopen it.
+    r.apply(
+        F::new("e4", "tool.result")
+            .turn("t")
+            .tool("c1")
+            .p("summary", json!("done")),
+    );
+    assert_eq!(tool(&r)["state"], "output-error");
+    assert!(r
+        .findings()
+        .contains(&"repeated_terminal_event".to_string()));
+    // A tool still waiting for input when its run fails ends too.
+    r.apply(F::new("e5", "run.started").turn("u"));
+    r.apply(
+        F::new("e6", "tool.started")
+            .turn("u")
+            .tool("c2")
+            .p("toolName", json!("fetch")),
+    );
+    r.apply(F::new("e7", "run.failed").turn("u"));
+    let s = r.state();
+    assert_eq!(s["tools"]["c2"]["status"], "failed");
+    let failed_part = s["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["parts"].as_array().unwrap().clone())
+        .find(|p| p["type"] == "tool-fetch")
+        .unwrap();
+    assert_eq!(failed_part["state"], "output-error");
+    r.assert_replay();
+}
+
+#[test]
+fn remote_and_background_teammates_and_the_status_precedence() {
+    let mut r = Run::new();
+    let agent = |id: &str, class: &str| {
+        F::new(id, class)
+            .agent("remote-1")
+            .ids(|i| i.task_id = Some("t1".into()))
+    };
+    r.apply(
+        agent("e0", "agent.spawned")
+            .p(
+                "agentCard",
+                json!({"name": "Travel agent", "url": "https://agents.example/travel"}),
+            )
+            .p("remoteTaskId", json!("rt-9")),
+    );
+    r.apply(
+        agent("e1", "agent.changed")
+            .p("status", json!("running"))
+            .p("needsInput", json!(true)),
+    );
+    let a = &r.state()["agents"]["remote-1"];
+    assert_eq!(a["status"], "needs_input", "needs_input outranks running");
+    assert_eq!(a["agentCard"]["name"], "Travel agent");
+    assert_eq!(a["remoteTaskId"], "rt-9");
+    r.apply(agent("e2", "agent.changed").p("status", json!("running")));
+    assert_eq!(
+        r.state()["agents"]["remote-1"]["status"],
+        "needs_input",
+        "still waiting"
+    );
+    r.apply(
+        agent("e3", "agent.changed")
+            .p("needsInput", json!(false))
+            .p("planReady", json!(true))
+            .p("needsAuth", json!(true)),
+    );
+    let a = &r.state()["agents"]["remote-1"];
+    assert_eq!(
+        (a["status"].as_str(), a["needsAuth"].as_bool()),
+        (Some("plan_ready"), Some(true))
+    );
+    r.apply(agent("e4", "agent.completed"));
+    let a = &r.state()["agents"]["remote-1"];
+    assert_eq!(a["status"], "completed");
+    assert!(a.get("planReady").is_none() && a.get("needsAuth").is_none());
+    r.apply(
+        F::new("e5", "agent.changed")
+            .agent("nightly")
+            .ids(|i| i.task_id = Some("t2".into()))
+            .p("schedule", json!({"cron": "0 3 * * *"}))
+            .p("wakeReason", json!("schedule"))
+            .p("status", json!("idle")),
+    );
+    let b = &r.state()["agents"]["nightly"];
+    assert_eq!(b["schedule"]["cron"], "0 3 * * *");
+    assert_eq!(b["wakeReason"], "schedule");
+    r.assert_replay();
+}
+
+#[test]
+fn the_tool_catalog_fills_the_tools_surface_and_is_no_work() {
+    let mut r = Run::new();
+    r.apply(F::new("e0", "tool.catalog.resolved").p(
+        "tools",
+        json!(["search", {"name": "shell", "description": "Run a command"}]),
+    ));
+    let s = r.state();
+    assert_eq!(s["toolCatalog"]["search"], json!({"name": "search"}));
+    assert_eq!(s["toolCatalog"]["shell"]["description"], "Run a command");
+    assert_eq!(s["runtime"]["status"], "idle", "a catalog is not work");
+    r.apply(F::new("e1", "tool.catalog.resolved").p("tools", json!(["fetch"])));
+    let cat = r.state()["toolCatalog"].clone();
+    assert_eq!(
+        cat.as_object().unwrap().len(),
+        1,
+        "a new catalog replaces the old: {cat}"
+    );
+}

@@ -222,7 +222,9 @@ impl<'a> Reducer<'a> {
     }
 
     /// `tool.progress | tool.output.delta | tool.changed | command.output`:
-    /// the tools surface only.
+    /// the tools surface, and the tool part as a preliminary output (the AI
+    /// SDK's `tool-output-available` with `preliminary: true`: progress, a
+    /// preview, refs) while the call runs; the final output replaces it.
     pub fn on_tool_progress(&mut self, tcid: &str) {
         if !self.state.tools.contains_key(tcid) {
             self.new_tool_entry(tcid, self.tool_name());
@@ -244,7 +246,40 @@ impl<'a> Reducer<'a> {
             push_unique(&mut e.output_refs, r);
         }
         e.updated_cursor = cursor;
+        let running = e.status == "running";
+        let (progress, output_refs) = (e.progress.clone(), e.output_refs.clone());
         self.touch("tools", tcid);
+        if !running || self.fact.class == "tool.changed" {
+            return;
+        }
+        let preview = self
+            .first_value(&["preview", "partialOutput", "outputPreview", "delta"])
+            .filter(|v| v.to_string().len() <= MAX_INLINE_SUMMARY);
+        if progress.is_none() && preview.is_none() && output_refs.is_empty() {
+            return;
+        }
+        if let Some((msg, state)) = self.tool_part(tcid) {
+            if matches!(
+                state,
+                ToolState::InputAvailable | ToolState::OutputAvailable
+            ) {
+                let mut out = serde_json::Map::new();
+                for (k, v) in [("progress", progress), ("preview", preview)] {
+                    if let Some(v) = v {
+                        out.insert(k.into(), v);
+                    }
+                }
+                out.insert("refs".into(), json!(output_refs));
+                self.emit(
+                    &msg,
+                    Chunk::ToolOutputAvailable {
+                        tool_call_id: tcid.to_string(),
+                        output: Value::Object(out),
+                        preliminary: true,
+                    },
+                );
+            }
+        }
     }
 
     /// `tool.result | tool.failed` and the tool-like ends of coding classes.
@@ -253,7 +288,7 @@ impl<'a> Reducer<'a> {
             .state
             .tools
             .get(tcid)
-            .is_some_and(|t| t.status == "completed" || t.status == "failed");
+            .is_some_and(|t| matches!(t.status.as_str(), "completed" | "failed" | "cancelled"));
         if finished {
             self.finding(
                 "repeated_terminal_event",
@@ -382,9 +417,11 @@ impl<'a> Reducer<'a> {
         }
     }
 
-    /// Tools still running in a cancelled or interrupted run (tools of
-    /// that turn/run's messages; all running tools if the fact names none).
-    pub fn cancel_running_tools(&mut self) {
+    /// Tools still running when their run ended without them (cancelled,
+    /// interrupted or failed; tools of that turn/run's messages, all running
+    /// tools if the fact names none): the surface says so, and the tool part
+    /// ends as an error instead of waiting for an output forever.
+    pub fn end_running_tools(&mut self, outcome: &str) {
         let turn = nonempty(self.fact.ids.turn_id.as_deref());
         let run = nonempty(self.fact.ids.run_id.as_deref());
         let in_scope = |msg: Option<&crate::projection::Message>| {
@@ -406,11 +443,45 @@ impl<'a> Reducer<'a> {
             .map(|t| t.tool_call_id.clone())
             .collect();
         let cursor = self.cursor;
+        let (status, text) = match outcome {
+            "failed" => ("failed", "the run failed before the tool finished"),
+            "interrupted" => ("cancelled", "interrupted"),
+            _ => ("cancelled", "cancelled"),
+        };
         for id in ids {
             let e = &mut self.state.tools[&id];
-            e.status = "cancelled".into();
+            e.status = status.into();
+            e.error_text = Some(text.into());
             e.updated_cursor = cursor;
+            if let Some((msg, state)) = self.tool_part(&id) {
+                let open = matches!(state, ToolState::InputStreaming | ToolState::InputAvailable)
+                    || (state == ToolState::OutputAvailable && self.preliminary(&msg, &id));
+                if open {
+                    self.emit(
+                        &msg,
+                        Chunk::ToolOutputError {
+                            tool_call_id: id.clone(),
+                            error_text: text.into(),
+                        },
+                    );
+                }
+            }
             self.touch("tools", id);
         }
+    }
+
+    /// Whether the tool part of `tcid` in `msg` holds a preliminary output.
+    fn preliminary(&self, msg: &str, tcid: &str) -> bool {
+        self.msg(msg)
+            .and_then(|m| m.tool_index(tcid).map(|i| &m.parts[i]))
+            .is_some_and(|p| {
+                matches!(
+                    p,
+                    Part::Tool {
+                        preliminary: Some(true),
+                        ..
+                    }
+                )
+            })
     }
 }

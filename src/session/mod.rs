@@ -4,6 +4,7 @@
 //! [`SessionHandle`] (an `mpsc` of [`Command`]s with `oneshot` replies).
 
 mod actor;
+mod listing;
 mod registry;
 #[cfg(test)]
 mod tests;
@@ -18,6 +19,7 @@ use crate::event::{Fact, Issue};
 use crate::frame::SharedFrame;
 use crate::store::{SessionMeta, StoreError};
 
+pub use listing::Listing;
 pub use registry::Registry;
 
 /// Settings of the registry and its actors.

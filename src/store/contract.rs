@@ -26,7 +26,7 @@ pub(crate) fn batch(events: Vec<StoredEvent>, checkpoint: Option<Checkpoint>) ->
         epoch: String::new(),
         events,
         checkpoint,
-        status: Some("running".into()),
+        listing: Some("running".into()),
         claim: false,
     }
 }
@@ -60,7 +60,7 @@ pub(crate) async fn holds(log: SharedLog) {
         .await
         .unwrap();
     assert_eq!(m.head, 5);
-    assert_eq!(m.status.as_deref(), Some("running"));
+    assert_eq!(m.listing.as_deref(), Some("running"));
     assert!(m.updated_ms > 0);
     let err = put(&log, "s", batch(vec![ev(7)], None)).await;
     assert!(matches!(err, Err(StoreError::Conflict { .. })));

@@ -53,9 +53,11 @@ pub struct SessionMeta {
     /// log, and resumes as `reset` (`session_deleted`) + `snapshot`.
     #[serde(default)]
     pub base: u64,
-    /// Runtime status of the projection after the last append.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
+    /// What the session list shows of the session, as of the last append:
+    /// opaque text to the store (the JSON of [`crate::session::Listing`];
+    /// a bare runtime status word in logs written before listings).
+    #[serde(rename = "status", default, skip_serializing_if = "Option::is_none")]
+    pub listing: Option<String>,
     /// Wall-clock milliseconds of the last append, or of the session's
     /// opening while nothing was appended (its idle age for the sweep).
     #[serde(default)]
@@ -73,7 +75,7 @@ impl SessionMeta {
             head: 0,
             first: 1,
             base: 0,
-            status: None,
+            listing: None,
             updated_ms: now_ms(),
             deleted: false,
         }
@@ -87,7 +89,7 @@ impl SessionMeta {
             head: self.head,
             first: self.head + 1,
             base: self.head,
-            status: None,
+            listing: None,
             updated_ms: now_ms,
             deleted: true,
         }
@@ -102,8 +104,8 @@ impl SessionMeta {
             m.head = last.cursor;
             m.updated_ms = since.max(last.received_ms);
         }
-        if batch.status.is_some() {
-            m.status = batch.status.clone();
+        if batch.listing.is_some() {
+            m.listing = batch.listing.clone();
         }
         m.deleted = false;
         m
@@ -131,8 +133,9 @@ pub struct AppendBatch {
     pub epoch: String,
     pub events: Vec<StoredEvent>,
     pub checkpoint: Option<Checkpoint>,
-    /// Runtime status of the projection after this batch (for listings).
-    pub status: Option<String>,
+    /// The session list's view of the session after this batch (see
+    /// [`SessionMeta::listing`]); `None` keeps the previous one.
+    pub listing: Option<String>,
     /// This writer was refused several times in a row: a shared store gives
     /// it the next turn (other writers wait until it has appended).
     pub claim: bool,

@@ -146,3 +146,70 @@ async fn seed_002_scopes_for_reviews_and_subagents() {
         .await;
     assert_eq!(status, 200, "{v}");
 }
+
+#[tokio::test]
+async fn session_updates_and_retryable_failures_reach_the_session_list() {
+    let srv = TestServer::builder().start().await;
+    let (status, v) = srv
+        .post(
+            "life",
+            &json!([
+                {"id": "1", "type": "session.updated", "payload": {"title": "Nightly build", "pinned": true}},
+                {"id": "2", "type": "run.started", "runId": "r", "turnId": "t"},
+                {"id": "3", "type": "tool.started", "runId": "r", "turnId": "t", "toolCallId": "c1",
+                 "payload": {"toolName": "build"}},
+                {"id": "4", "type": "tool.progress", "runId": "r", "turnId": "t", "toolCallId": "c1",
+                 "payload": {"progress": 50}},
+                {"id": "5", "type": "run.failed", "runId": "r", "turnId": "t",
+                 "payload": {"retryable": true, "failureCategory": "rate_limited"}},
+            ]),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let snap = srv.snapshot("life").await;
+    assert_eq!(snap["state"]["session"]["title"], "Nightly build");
+    assert_eq!(snap["state"]["runtime"]["retryable"], true);
+    let tool = snap["state"]["messages"][0]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["type"] == "tool-build")
+        .cloned()
+        .expect("tool part");
+    assert_eq!(
+        tool["state"], "output-error",
+        "the failed run ended the tool part: {tool}"
+    );
+    let (_, list) = srv.get_json("/v1/sessions").await;
+    let s = list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["sessionId"] == "life")
+        .cloned()
+        .expect("listed");
+    assert_eq!(
+        (
+            s["status"].as_str(),
+            s["title"].as_str(),
+            s["pinned"].as_bool(),
+            s["retryable"].as_bool()
+        ),
+        (
+            Some("failed"),
+            Some("Nightly build"),
+            Some(true),
+            Some(true)
+        ),
+        "{s}"
+    );
+    assert!(s.get("archived").is_none());
+    srv.post(
+        "life",
+        &json!({"id": "6", "type": "session.updated", "payload": {"archived": true}}),
+    )
+    .await;
+    let (_, list) = srv.get_json("/v1/sessions").await;
+    assert_eq!(list["sessions"][0]["archived"], true);
+    assert_eq!(list["sessions"][0]["title"], "Nightly build", "kept");
+}

@@ -12,7 +12,9 @@ use tracing::{debug, warn};
 use super::sync::CONTENDED_FOR;
 use super::{Actor, Loaded};
 use crate::frame;
-use crate::session::{Command, IncomingEvent, IngestOutcome, IngestReply, SessionError, Warning};
+use crate::session::{
+    Command, IncomingEvent, IngestOutcome, IngestReply, Listing, SessionError, Warning,
+};
 use crate::store::{self, AppendBatch, Checkpoint, StoreError, StoredEvent};
 
 /// Queued ingest requests of one session are appended together, up to this
@@ -242,7 +244,7 @@ impl Actor {
                         epoch: state.meta.epoch.clone(),
                         events: stored,
                         checkpoint,
-                        status: Some(state.projection.state().runtime.status.clone()),
+                        listing: Some(Listing::of(&state.projection).encode()),
                         // Refused twice in a row: ask for the next turn.
                         claim: attempt >= 2,
                     },

@@ -268,7 +268,7 @@ impl EventLog for RedisLog {
         inv.arg(&batch.epoch)
             .arg(expected_head)
             .arg(batch.events.len())
-            .arg(batch.status.as_deref().unwrap_or(""))
+            .arg(batch.listing.as_deref().unwrap_or(""))
             .arg(retention.max_events_per_session)
             .arg(before_ms);
         match &batch.checkpoint {
@@ -319,7 +319,7 @@ impl EventLog for RedisLog {
             head,
             first: num(1).max(1),
             base: num(6),
-            status: Some(word(5)).filter(|s| !s.is_empty()),
+            listing: Some(word(5)).filter(|s| !s.is_empty()),
             updated_ms: num(2),
             deleted: false,
         };

@@ -40,7 +40,7 @@ pub(super) fn parse_meta(session: &str, v: &[Value]) -> Result<SessionMeta, Stor
         head: num(1)?,
         first: num(2)?.max(1),
         base: num(6)?,
-        status: text(3)?.filter(|s| !s.is_empty()),
+        listing: text(3)?.filter(|s| !s.is_empty()),
         updated_ms: num(4)?,
         deleted: num(5)? == 1,
     })

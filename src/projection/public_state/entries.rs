@@ -1,151 +1,8 @@
-//! The public snapshot state of a projection (`snapshot.state`): the runtime
-//! status and every keyed surface, as plain serialisable data. Keyed surfaces
-//! are `IndexMap`s so insertion order (and the JSON output) is deterministic.
+//! The entries of the keyed surfaces: tools, actions (and what a request
+//! asks), artifacts, evidence, tasks and agents.
 
-use std::collections::VecDeque;
-
-use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-
-use super::ui_message::Message;
-
-/// Runtime statuses a projection may show (docs/PROTOCOL.md §3).
-pub const RUNTIME_STATUSES: &[&str] = &[
-    "idle",
-    "accepted",
-    "routing",
-    "preparing",
-    "running",
-    "waiting",
-    "blocked",
-    "retrying",
-    "completed",
-    "failed",
-    "cancelled",
-    "interrupted",
-    "stale",
-    "unknown",
-];
-
-/// The whole public state.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PublicState {
-    pub runtime: Runtime,
-    pub messages: Vec<Message>,
-    pub tools: IndexMap<String, ToolEntry>,
-    pub actions: IndexMap<String, ActionEntry>,
-    pub artifacts: IndexMap<String, ArtifactEntry>,
-    pub evidence: IndexMap<String, EvidenceEntry>,
-    pub tasks: IndexMap<String, TaskEntry>,
-    pub agents: IndexMap<String, AgentEntry>,
-    pub team: Team,
-    /// The latest `queue.changed` payload as the queue state.
-    pub queue: Value,
-    pub context: Context,
-    pub permissions: Permissions,
-    pub coding: Coding,
-    /// Plans by plan id (`plan.delta` streams, `plan.final` reconciles).
-    #[serde(default)]
-    pub plans: IndexMap<String, PlanEntry>,
-    /// The application state object (`state.app`): set by `state.snapshot`,
-    /// patched by `state.delta` (RFC 6902, paths under `/app` only).
-    #[serde(default = "empty_object")]
-    pub app: Value,
-    /// The session's team topology, from the latest fact that named one
-    /// (`solo_run`, `coordinator_team`, ...); absent until one does.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topology: Option<String>,
-    pub diagnostics: VecDeque<Diagnostic>,
-    pub timeline: VecDeque<TimelineEntry>,
-    /// Facts the UI owns (`owner: ui_projection` or `persistence:
-    /// ui_local`), kept aside: listed here (the newest [`MAX_UI_LOCAL`]),
-    /// never applied to the transcript or the runtime.
-    #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
-    pub ui_local: VecDeque<UiLocalEntry>,
-}
-
-/// UI-local facts listed in [`PublicState::ui_local`].
-pub const MAX_UI_LOCAL: usize = 100;
-
-/// A UI-local fact kept aside: where it is in the log and what it was.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct UiLocalEntry {
-    pub cursor: u64,
-    pub event_id: String,
-    pub class: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub persistence: Option<String>,
-}
-
-/// `{}`: the default of object-valued surfaces.
-pub fn empty_object() -> Value {
-    Value::Object(serde_json::Map::new())
-}
-
-/// `plans[planId]`: the plan text streamed by `plan.delta`, replaced by the
-/// text of `plan.final` (the final wins), and its structured steps.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlanEntry {
-    pub plan_id: String,
-    /// `streaming | final`.
-    pub status: String,
-    pub text: String,
-    /// Structured steps exactly as `plan.final` (or a delta) sent them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub steps: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message_id: Option<String>,
-    pub updated_cursor: u64,
-}
-
-/// `runtime`: derived only from lifecycle facts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Runtime {
-    /// One of [`RUNTIME_STATUSES`].
-    pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub thread_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure_category: Option<String>,
-    /// True while a runtime sequence gap, repeat or step back is unrepaired.
-    pub stale: bool,
-    /// Actions still pending (`action.required` without `action.resolved`).
-    pub pending_actions: usize,
-    /// Producer timestamp of the fact that last changed this object.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub updated_at: Option<String>,
-}
-
-impl Default for Runtime {
-    fn default() -> Self {
-        Runtime {
-            status: "idle".into(),
-            run_id: None,
-            turn_id: None,
-            thread_id: None,
-            phase: None,
-            failure_category: None,
-            stale: false,
-            pending_actions: 0,
-            updated_at: None,
-        }
-    }
-}
 
 /// `tools[toolCallId]`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -375,6 +232,25 @@ pub struct AgentEntry {
     /// Transcript ref: teammate transcripts stay behind refs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript_ref: Option<String>,
+    /// The teammate waits for input, or has a plan ready: these outrank a
+    /// plain `running` in `status` (seed 004 teammate status).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub needs_input: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plan_ready: bool,
+    /// A remote teammate: its agent card (as sent), its task id on the
+    /// remote side, and whether it needs authentication.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_card: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_task_id: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub needs_auth: bool,
+    /// A background teammate: when it wakes (as sent) and why it last woke.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_reason: Option<String>,
     /// `known | unavailable`.
     pub lineage: String,
     pub updated_cursor: u64,
@@ -397,124 +273,15 @@ impl AgentEntry {
             policy: None,
             latest_turn_status: None,
             transcript_ref: None,
+            needs_input: false,
+            plan_ready: false,
+            agent_card: None,
+            remote_task_id: None,
+            needs_auth: false,
+            schedule: None,
+            wake_reason: None,
             lineage: lineage.into(),
             updated_cursor: cursor,
         }
     }
-}
-
-/// `team`: roster, handoffs, reviews, worker notifications, channels, edges.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Team {
-    pub roster: Vec<String>,
-    pub handoffs: Vec<Value>,
-    pub reviews: Vec<Value>,
-    pub notifications: Vec<Value>,
-    pub channels: Vec<Value>,
-    pub edges: Vec<Edge>,
-    /// Team name, phase, topology and counts from `team.changed` (data-team
-    /// id `info`).
-    #[serde(default = "empty_object")]
-    pub info: Value,
-}
-
-/// A delegation or handoff edge.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Edge {
-    pub from: String,
-    pub to: String,
-    pub kind: String,
-}
-
-/// `context`: refs, budget, missing context, compaction boundaries.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Context {
-    /// `resolved | missing | compacting | unknown`: from the latest context
-    /// fact; absent before any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
-    pub refs: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<Value>,
-    pub missing: Vec<String>,
-    pub compactions: Vec<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub updated_cursor: Option<u64>,
-}
-
-/// `permissions`: mode, risk, sandbox, last decision, blocks.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Permissions {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub risk: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sandbox: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_decision: Option<Value>,
-    pub blocks: Vec<Value>,
-    /// Per-teammate permission facts (`permission.*` with an agent id).
-    #[serde(default)]
-    pub agents: IndexMap<String, Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub updated_cursor: Option<u64>,
-}
-
-/// `coding`: the coding-agent workbench.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Coding {
-    pub files: IndexMap<String, Value>,
-    pub patches: IndexMap<String, Value>,
-    pub commands: IndexMap<String, Value>,
-    pub tests: IndexMap<String, Value>,
-    pub blocks: Vec<Value>,
-}
-
-/// Diagnostic severity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Info,
-    Warning,
-    Error,
-}
-
-/// One diagnostic. Never part of message text.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Diagnostic {
-    pub id: String,
-    pub code: String,
-    pub severity: Severity,
-    pub class: String,
-    pub event_id: String,
-    pub cursor: u64,
-    pub message: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_call_id: Option<String>,
-}
-
-/// One compact timeline entry per applied fact.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TimelineEntry {
-    pub cursor: u64,
-    pub event_id: String,
-    pub class: String,
-    pub source_class: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timestamp: Option<String>,
-    /// The envelope's owner, scope, phase, surface, persistence, control and
-    /// topology, when it named any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub taxonomy: Option<crate::event::Taxonomy>,
 }

@@ -1,0 +1,81 @@
+//! What the session list shows of a session: its runtime status, and the
+//! title, pinned and archived flags its runtime gave it, and whether a
+//! failed run may be retried. Taken from the projection after each append
+//! and kept by the store as opaque text beside the log's head, so that a
+//! listing never loads a projection.
+
+use serde::{Deserialize, Serialize};
+
+use crate::projection::Projection;
+
+/// A session as the session list shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listing {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
+}
+
+impl Listing {
+    /// The listing of a projection as it stands.
+    pub fn of(p: &Projection) -> Listing {
+        let st = p.state();
+        Listing {
+            status: Some(st.runtime.status.clone()),
+            title: st.session.title.clone(),
+            pinned: st.session.pinned,
+            archived: st.session.archived,
+            retryable: st.runtime.retryable,
+        }
+    }
+
+    /// The text the store keeps.
+    pub fn encode(&self) -> String {
+        serde_json::to_string(self).expect("listings serialise")
+    }
+
+    /// The listing from the store's text: the JSON of [`Listing::encode`],
+    /// or a bare status word (a log written before listings had more).
+    pub fn decode(raw: &str) -> Listing {
+        if raw.starts_with('{') {
+            if let Ok(l) = serde_json::from_str(raw) {
+                return l;
+            }
+        }
+        Listing {
+            status: (!raw.is_empty()).then(|| raw.to_string()),
+            ..Listing::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_reads_a_bare_status_word() {
+        let l = Listing {
+            status: Some("failed".into()),
+            title: Some("Nightly".into()),
+            pinned: Some(true),
+            archived: None,
+            retryable: Some(true),
+        };
+        assert_eq!(Listing::decode(&l.encode()), l);
+        assert_eq!(
+            Listing::decode("running").status.as_deref(),
+            Some("running")
+        );
+        assert_eq!(Listing::decode("running").title, None);
+        assert_eq!(Listing::decode(""), Listing::default());
+    }
+}
