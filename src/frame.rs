@@ -104,6 +104,15 @@ impl Frame {
         finish(buf, start..end, kind, cursor, None)
     }
 
+    /// The epoch of the frame's SSE id (`id: <epoch>:<cursor>`); `None`
+    /// for a `reset`, which has no id.
+    pub fn epoch(&self) -> Option<&str> {
+        let line = self.sse.strip_prefix(b"id: ")?;
+        let end = line.iter().position(|&b| b == b'\n')?;
+        let id = std::str::from_utf8(&line[..end]).ok()?;
+        id.rsplit_once(':').map(|(epoch, _)| epoch)
+    }
+
     /// A delta frame read back from the store that goes to live
     /// subscribers (another node encoded it): its chunk positions are found
     /// once here, so that AI SDK streams slice it like a frame encoded here.
@@ -191,6 +200,10 @@ pub fn delta(
         }
         buf.extend_from_slice(b"{\"messageId\":");
         put(&mut buf, &c.message_id.as_deref());
+        if let Some(role) = &c.role {
+            buf.extend_from_slice(b",\"role\":");
+            put(&mut buf, role);
+        }
         buf.extend_from_slice(b",\"chunk\":");
         let s = buf.len();
         put(&mut buf, &c.chunk);
@@ -278,10 +291,12 @@ mod tests {
         let chunks = vec![
             ChunkOut {
                 message_id: Some("m\"1".into()),
+                role: None,
                 chunk: Chunk::TextStart { id: "t".into() },
             },
             ChunkOut {
                 message_id: None,
+                role: None,
                 chunk: Chunk::data(
                     "runtime",
                     "runtime",
@@ -290,6 +305,7 @@ mod tests {
             },
             ChunkOut {
                 message_id: Some("m\"1".into()),
+                role: None,
                 chunk: Chunk::TextDelta {
                     id: "t".into(),
                     delta: "héllo\n".into(),

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use tracing::instrument;
 use utoipa::IntoParams;
 
+use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
@@ -140,6 +141,19 @@ pub struct StreamQuery {
     pub cursor: Option<String>,
     /// The epoch the cursor belongs to; a different epoch gives `reset` + `snapshot`.
     pub epoch: Option<String>,
+    /// `frames` (default): the session's frames. `umo`: Umo Editor frames,
+    /// the snapshot's messages as Umo message bodies, then content-block
+    /// updates (`strategy: append | merge`) of the messages each delta touches.
+    pub format: Option<StreamFormat>,
+}
+
+/// What a session stream carries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamFormat {
+    #[default]
+    Frames,
+    Umo,
 }
 
 fn start(headers: &HeaderMap, q: StreamQuery) -> Result<StartAt, Problem> {
@@ -198,6 +212,7 @@ fn frames(
     q: StreamQuery,
 ) -> Result<impl futures_util::Stream<Item = SharedFrame> + Send + 'static, Problem> {
     caller.require(Scope::Subscribe, Some(&session.0))?;
+    let format = q.format.unwrap_or_default();
     let from = start(headers, q)?;
     let slot = st.limits.subscribe(&session.0)?;
     let frames = stream::frames(
@@ -206,6 +221,10 @@ fn frames(
         from,
         st.cfg.stream.replay_page,
     );
+    let frames: Pin<Box<dyn futures_util::Stream<Item = SharedFrame> + Send>> = match format {
+        StreamFormat::Frames => Box::pin(frames),
+        StreamFormat::Umo => Box::pin(stream::umo::frames(frames)),
+    };
     let farewell = vec![Arc::new(crate::frame::reset("token_expired"))];
     Ok(
         stream::until_expiry(frames, caller.exp, farewell).map(move |f| {

@@ -289,6 +289,10 @@ impl Serialize for Chunk {
 #[serde(rename_all = "camelCase")]
 pub struct ChunkOut {
     pub message_id: Option<String>,
+    /// The message's role, on a `start` chunk (a consumer that renders by
+    /// role learns it as the message opens).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<super::Role>,
     pub chunk: Chunk,
 }
 

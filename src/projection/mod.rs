@@ -36,6 +36,7 @@ mod tools;
 mod transcript;
 pub mod ui_message;
 pub mod umo_blocks;
+pub mod umo_live;
 
 #[cfg(test)]
 mod conformance_tests;

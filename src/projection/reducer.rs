@@ -220,8 +220,10 @@ impl<'a> Reducer<'a> {
         };
         match m.apply(&chunk) {
             Ok(()) => {
+                let role = matches!(chunk, Chunk::Start { .. }).then_some(m.role);
                 self.out.chunks.push(ChunkOut {
                     message_id: Some(msg.to_string()),
+                    role,
                     chunk,
                 });
                 true
@@ -320,6 +322,7 @@ impl<'a> Reducer<'a> {
             if let Some(v) = self.surface_value(surface, &id) {
                 self.out.chunks.push(ChunkOut {
                     message_id: None,
+                    role: None,
                     chunk: Chunk::data(surface, id, v),
                 });
             }
@@ -331,6 +334,7 @@ impl<'a> Reducer<'a> {
             let v = serde_json::to_value(&self.state.runtime).unwrap_or(Value::Null);
             self.out.chunks.push(ChunkOut {
                 message_id: None,
+                role: None,
                 chunk: Chunk::data("runtime", "runtime", v),
             });
         }

@@ -4,11 +4,12 @@
 //! buffer is caught up from the store; only past the retained history does
 //! it get `reset` + `snapshot`. Every stream kind is a view over it: `sse`
 //! and `ws` send its frames as they are, `ui` picks one message's AI SDK
-//! chunks out of them.
+//! chunks out of them, `umo` maps them to Umo Editor content-block updates.
 
 mod expiry;
 pub mod sse;
 pub mod ui;
+pub mod umo;
 pub mod ws;
 
 pub use expiry::until_expiry;

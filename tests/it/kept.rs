@@ -213,3 +213,241 @@ async fn session_updates_and_retryable_failures_reach_the_session_list() {
     assert_eq!(list["sessions"][0]["archived"], true);
     assert_eq!(list["sessions"][0]["title"], "Nightly build", "kept");
 }
+
+/// A Umo consumer: messages by id, content blocks by id, with `append`
+/// adding text and `merge` replacing fields (seed 001 `strategy`).
+#[derive(Default)]
+struct UmoClient {
+    messages: Vec<Value>,
+}
+
+impl UmoClient {
+    fn apply(&mut self, frame: &Value) {
+        match frame["type"].as_str() {
+            Some("snapshot") => self.messages = frame["messages"].as_array().unwrap().clone(),
+            Some("delta") => {
+                for m in frame["messages"].as_array().unwrap() {
+                    let pos = self.messages.iter().position(|x| x["id"] == m["id"]);
+                    let i = pos.unwrap_or_else(|| {
+                        self.messages
+                            .push(json!({"id": m["id"], "role": m["role"], "content": []}));
+                        self.messages.len() - 1
+                    });
+                    let msg = &mut self.messages[i];
+                    if let Some(st) = m.get("status") {
+                        msg["status"] = st.clone();
+                    }
+                    for b in m["content"].as_array().unwrap() {
+                        let content = msg["content"].as_array_mut().unwrap();
+                        match content
+                            .iter_mut()
+                            .find(|x| x["id"] == b["id"] && x["type"] == b["type"])
+                        {
+                            None => content.push(b.clone()),
+                            Some(have) if b["strategy"] == "append" => {
+                                if let (Some(a), Some(d)) =
+                                    (have["data"].as_str(), b["data"].as_str())
+                                {
+                                    have["data"] = format!("{a}{d}").into();
+                                } else if let Some(t) = b["data"]["text"].as_str() {
+                                    let a = have["data"]["text"].as_str().unwrap_or("").to_string();
+                                    have["data"]["text"] = format!("{a}{t}").into();
+                                }
+                                if let Some(st) = b.get("status") {
+                                    have["status"] = st.clone();
+                                }
+                            }
+                            Some(have) => {
+                                let data = have["data"].clone();
+                                *have = b.clone();
+                                if let (Value::Object(old), Value::Object(new)) =
+                                    (data, &mut have["data"])
+                                {
+                                    for (k, v) in old {
+                                        new.entry(k).or_insert(v);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn markdown(&self, id: &str) -> String {
+        let m = self
+            .messages
+            .iter()
+            .find(|m| m["id"] == id)
+            .expect("message");
+        m["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["type"] == "markdown")
+            .map(|b| b["data"].as_str().unwrap().to_string())
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn a_umo_consumer_follows_a_session_live_and_resumes_exactly() {
+    let srv = TestServer::builder().start().await;
+    let ev = |id: &str, ty: &str, extra: Value| {
+        let mut e = json!({"id": id, "type": ty, "runId": "r", "turnId": "t"});
+        if let (Value::Object(a), Value::Object(b)) = (&mut e, extra) {
+            a.extend(b);
+        }
+        e
+    };
+    srv.post(
+        "umo",
+        &json!([
+            ev("1", "run.started", json!({})),
+            ev(
+                "2",
+                "text.delta",
+                json!({"createdAt": "2026-11-25T10:00:00Z", "payload": {"delta": "Hel"}})
+            )
+        ]),
+    )
+    .await;
+    let mut sse = srv.sse("umo", "?format=umo", None).await;
+    let first = sse.next().await.unwrap();
+    assert_eq!(first.event, "snapshot");
+    assert!(
+        first.id.as_deref().unwrap().ends_with(":2"),
+        "{:?}",
+        first.id
+    );
+    let mut client = UmoClient::default();
+    client.apply(&first.data);
+    assert_eq!(client.markdown("msg-2"), "Hel");
+    assert_eq!(
+        first.data["messages"][0]["datetime"],
+        "2026-11-25T10:00:00Z"
+    );
+
+    srv.post(
+        "umo",
+        &json!([
+            ev("3", "text.delta", json!({"payload": {"delta": "lo. "}})),
+            ev(
+                "4",
+                "tool.started",
+                json!({"toolCallId": "c1", "payload": {"toolName": "grep", "input": {"q": "x"}}})
+            ),
+            ev("5", "metric.changed", json!({"payload": {"tokens": 3}})),
+            ev(
+                "6",
+                "tool.result",
+                json!({"toolCallId": "c1", "payload": {"summary": "2 hits"}})
+            ),
+            ev("7", "text.delta", json!({"payload": {"delta": "Done."}})),
+            ev("8", "run.finished", json!({})),
+        ]),
+    )
+    .await;
+    let mut ids = Vec::new();
+    loop {
+        let e = sse.next().await.unwrap();
+        assert_eq!(e.event, "delta");
+        ids.push(e.id.clone().unwrap());
+        client.apply(&e.data);
+        if e.data["messages"][0]["status"] == "complete" {
+            break;
+        }
+    }
+    assert!(
+        !ids.iter().any(|i| i.ends_with(":5")),
+        "a frame with no message content is left out: {ids:?}"
+    );
+    assert_eq!(client.markdown("msg-2"), "Hello. Done.");
+    let msg = &client.messages[0];
+    let tool = msg["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["type"] == "toolcall")
+        .unwrap();
+    assert_eq!(tool["status"], "complete");
+    assert_eq!(tool["data"]["toolCallName"], "grep");
+    assert!(tool["data"]["result"].as_str().unwrap().contains("2 hits"));
+    // The history page says the same text.
+    let (_, page) = srv.get_json("/v1/sessions/umo/messages?format=umo").await;
+    let history: String = page["messages"][0]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "markdown")
+        .map(|b| b["data"].as_str().unwrap())
+        .collect();
+    assert_eq!(history, "Hello. Done.");
+
+    // Resume after the first delta: exactly the rest, no snapshot.
+    let after: u64 = ids[0].rsplit(':').next().unwrap().parse().unwrap();
+    let mut again = srv.sse("umo", "?format=umo", Some(after)).await;
+    let mut resumed = UmoClient {
+        messages: Vec::new(),
+    };
+    resumed.apply(&first.data);
+    resumed.apply(&{
+        // the first delta, as the first connection got it
+        let mut s2 = srv.sse("umo", "?format=umo", Some(2)).await;
+        s2.next().await.unwrap().data
+    });
+    let rest = again.take(ids.len() - 1).await;
+    assert_eq!(rest[0].id.as_deref(), Some(ids[1].as_str()));
+    for e in &rest {
+        assert_eq!(e.event, "delta");
+        resumed.apply(&e.data);
+    }
+    assert_eq!(resumed.markdown("msg-2"), "Hello. Done.");
+}
+
+#[tokio::test]
+async fn the_umo_view_is_the_same_over_websocket() {
+    use futures_util::StreamExt;
+    let srv = TestServer::builder().start().await;
+    srv.post(
+        "umows",
+        &json!([
+            {"id": "1", "type": "run.started", "runId": "r", "turnId": "t"},
+            {"id": "2", "type": "text.delta", "runId": "r", "turnId": "t", "payload": {"delta": "Hi"}},
+            {"id": "3", "type": "run.finished", "runId": "r", "turnId": "t"},
+        ]),
+    )
+    .await;
+    let sse: Vec<Value> = srv
+        .sse("umows", "?format=umo&cursor=0", None)
+        .await
+        .take(2)
+        .await
+        .into_iter()
+        .map(|e| e.data)
+        .collect();
+    let url = format!("ws://{}/v1/sessions/umows/ws?format=umo&cursor=0", srv.addr);
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 2 {
+        let msg = tokio::time::timeout(std::time::Duration::from_secs(10), ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let tokio_tungstenite::tungstenite::Message::Text(t) = msg {
+            got.push(serde_json::from_str::<Value>(&t).unwrap());
+        }
+    }
+    assert_eq!(got, sse);
+    assert_eq!(got[0]["type"], "delta");
+    assert_eq!(got[0]["messages"][0]["role"], "assistant");
+    let (status, p) = srv.get_json("/v1/sessions/umows/stream?format=yaml").await;
+    assert_eq!(
+        (status, p["code"].as_str()),
+        (400, Some("invalid_query")),
+        "{p}"
+    );
+}
