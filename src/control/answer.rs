@@ -22,7 +22,7 @@ pub struct AnswerError {
 pub enum Checked {
     /// The answer satisfies the schema.
     Valid,
-    /// The answer breaks the schema (at most [`MAX_ERRORS`] reasons).
+    /// The answer breaks the schema (at most 20 reasons).
     Invalid(Vec<AnswerError>),
     /// The runtime's schema cannot be compiled; the answer is relayed
     /// unchecked and the runtime's own check stands.
