@@ -426,3 +426,39 @@ test('ui-stream: the producer\'s createdAt is the message metadata `ai` builds',
   assert.deepEqual(built.metadata, { createdAt: '2026-11-25T09:00:01.250Z' });
   assert.deepEqual(message.metadata, built.metadata);
 });
+
+test('ui-stream: tool progress is a preliminary output `ai` accepts, replaced by the result', async () => {
+  const sid = session('prelim');
+  const events = [
+    { type: 'tool.started', toolCallId: 'p1', payload: { toolName: 'build', input: { target: 'all' } } },
+    { type: 'tool.progress', toolCallId: 'p1', payload: { progress: 40, preview: 'compiling 40/100' } },
+    { type: 'tool.progress', toolCallId: 'p1', payload: { progress: 80 } },
+    { type: 'tool.result', toolCallId: 'p1', payload: { summary: 'built' } },
+    { type: 'text.delta', payload: { delta: 'Built.' } },
+  ];
+  await post(server.base, sid, [...run(sid, events), end(sid, events.length + 2)]);
+  const message = await ours(server.base, sid, 'm1');
+  const built = await viaUiStream(server.base, sid, 'm1');
+  assertSame(built, message);
+  const tool = built.parts.find((p) => p.type === 'tool-build');
+  assert.equal(tool.state, 'output-available');
+  assert.equal(tool.preliminary, undefined, 'the final output is not preliminary');
+  assert.equal(tool.output.summary, 'built');
+});
+
+test('ui-stream: a cancelled run ends its running tool as an error `ai` accepts, then aborts', async () => {
+  const sid = session('cancel');
+  const events = [
+    { type: 'text.delta', payload: { delta: 'Fetching. ' } },
+    { type: 'tool.started', toolCallId: 'k1', payload: { toolName: 'fetch', input: { url: 'https://example.com' } } },
+    { type: 'tool.progress', toolCallId: 'k1', payload: { progress: 10 } },
+  ];
+  await post(server.base, sid, [...run(sid, events),
+    { id: `${sid}-cancel`, type: 'run.canceled', runId: 'r1', turnId: 't1', sequence: events.length + 2 }]);
+  const message = await ours(server.base, sid, 'm1');
+  const built = await viaUiStream(server.base, sid, 'm1');
+  assert.deepEqual(built.parts, message.parts);
+  const tool = built.parts.find((p) => p.type === 'tool-fetch');
+  assert.equal(tool.state, 'output-error');
+  assert.equal(tool.errorText, 'cancelled');
+});
