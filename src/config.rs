@@ -141,6 +141,8 @@ pub struct LimitsConfig {
 #[serde(deny_unknown_fields)]
 pub struct IngestConfig {
     pub max_body_bytes: usize,
+    /// Largest UI message stream (`text/event-stream`) one request may send.
+    pub max_stream_bytes: usize,
     pub max_events_per_batch: usize,
     pub inline_payload_bytes: usize,
     pub hard_payload_bytes: usize,

@@ -9,6 +9,7 @@ pub mod normalize;
 pub mod redact;
 pub mod strict;
 pub mod taxonomy;
+pub mod ui_stream;
 
 pub use fact::{Envelope, Fact, ScopeIds, Taxonomy};
 pub use normalize::{normalize, Issue, Limits, Normalized};

@@ -1,6 +1,8 @@
 //! `POST /v1/sessions/{session_id}/events`: read the body within its limit,
 //! split it (object, array or NDJSON), normalise and validate every event,
-//! and hand the whole batch to the session actor, or reject all of it.
+//! and hand the whole batch to the session actor, or reject all of it. An
+//! AI SDK UI message stream (`text/event-stream`) goes to
+//! `http::ingest_stream` instead, which applies it as it arrives.
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
@@ -26,23 +28,36 @@ pub(super) fn router() -> Router<AppState> {
     )
 }
 
-fn body_format(headers: &HeaderMap) -> Result<BodyFormat, Problem> {
+/// What a request body is.
+enum Incoming {
+    /// A batch of events, all applied or none.
+    Batch(BodyFormat),
+    /// An AI SDK UI message stream, applied as it arrives.
+    UiStream,
+}
+
+fn body_format(headers: &HeaderMap) -> Result<Incoming, Problem> {
     let Some(ct) = headers.get(header::CONTENT_TYPE) else {
-        return Ok(BodyFormat::Json);
+        return Ok(Incoming::Batch(BodyFormat::Json));
     };
     let ct = ct.to_str().unwrap_or("").to_ascii_lowercase();
     let mime = ct.split(';').next().unwrap_or("").trim();
     match mime {
-        "application/json" | "" => Ok(BodyFormat::Json),
-        m if m.starts_with("application/") && m.ends_with("+json") => Ok(BodyFormat::Json),
+        "application/json" | "" => Ok(Incoming::Batch(BodyFormat::Json)),
+        m if m.starts_with("application/") && m.ends_with("+json") => {
+            Ok(Incoming::Batch(BodyFormat::Json))
+        }
         "application/x-ndjson" | "application/ndjson" | "application/jsonl"
-        | "application/x-jsonlines" | "application/jsonlines" => Ok(BodyFormat::Ndjson),
+        | "application/x-jsonlines" | "application/jsonlines" => {
+            Ok(Incoming::Batch(BodyFormat::Ndjson))
+        }
+        "text/event-stream" => Ok(Incoming::UiStream),
         other => Err(Problem::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
             "Unsupported media type",
             format!(
-                "content type `{other}` is not accepted; send application/json (an event or an array) or application/x-ndjson"
+                "content type `{other}` is not accepted; send application/json (an event or an array), application/x-ndjson, or text/event-stream (an AI SDK UI message stream)"
             ),
         )),
     }
@@ -56,7 +71,7 @@ fn body_format(headers: &HeaderMap) -> Result<BodyFormat, Problem> {
     params(("session_id" = String, Path, description = "Session id")),
     request_body(
         content = Value,
-        description = "One event object (Lime or Agent UI envelope), a JSON array of events, or NDJSON",
+        description = "One event object (Lime or Agent UI envelope), a JSON array of events, NDJSON, or (`text/event-stream`) a Vercel AI SDK UI message stream, applied as it arrives",
         content_type = "application/json"
     ),
     responses(
@@ -80,7 +95,16 @@ pub async fn post_events(
     body: Body,
 ) -> Result<Json<IngestOutcome>, Problem> {
     caller.require(Scope::Publish, Some(&session.0))?;
-    let format = body_format(&headers)?;
+    let format = match body_format(&headers)? {
+        Incoming::Batch(f) => f,
+        Incoming::UiStream => {
+            // One stream is one request for the rate limits.
+            st.limits.ingest(&session.0, caller.token_key(), 1)?;
+            return super::ingest_stream::ingest(st.clone(), session.0, body)
+                .await
+                .map(Json);
+        }
+    };
     let limits = &st.cfg.ingest;
     let bytes = read_body(&st.limits, &headers, body, limits.max_body_bytes).await?;
     let values = body::split(&bytes, format, limits.max_events_per_batch).map_err(|e| {

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod controls;
 mod extract;
 pub mod ingest;
+mod ingest_stream;
 pub mod limits;
 pub mod messages;
 pub mod openapi;

@@ -248,7 +248,11 @@ impl<'a> Reducer<'a> {
         if self.state.runtime.phase.as_deref() != Some("reasoning") {
             self.state.runtime.phase = Some("reasoning".into());
         }
-        if !self.cfg.raw_reasoning {
+        // Raw reasoning stays out unless configured in, or unless its
+        // producer already shows it to its users (an AI SDK UI message
+        // stream's reasoning parts: `payload.visibility: "shown"`).
+        let shown = self.first_str(&["visibility"]).as_deref() == Some("shown");
+        if !self.cfg.raw_reasoning && !shown {
             self.books.hidden_reasoning_deltas += 1;
             return;
         }

@@ -451,3 +451,158 @@ async fn the_umo_view_is_the_same_over_websocket() {
         "{p}"
     );
 }
+
+/// An AI SDK UI message stream, as `toUIMessageStream()` writes it.
+fn ui_stream_body(chunks: &[Value], done: bool) -> String {
+    let mut s: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+    if done {
+        s.push_str("data: [DONE]\n\n");
+    }
+    s
+}
+
+fn ui_chunks() -> Vec<Value> {
+    vec![
+        json!({"type": "start", "messageId": "ai-1"}),
+        json!({"type": "start-step"}),
+        json!({"type": "reasoning-start", "id": "r1"}),
+        json!({"type": "reasoning-delta", "id": "r1", "delta": "Check the docs."}),
+        json!({"type": "reasoning-end", "id": "r1"}),
+        json!({"type": "text-start", "id": "t1"}),
+        json!({"type": "text-delta", "id": "t1", "delta": "Let me "}),
+        json!({"type": "text-delta", "id": "t1", "delta": "search. "}),
+        json!({"type": "text-end", "id": "t1"}),
+        json!({"type": "tool-input-start", "toolCallId": "c1", "toolName": "search"}),
+        json!({"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": "{\"q\":"}),
+        json!({"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": "\"rust\"}"}),
+        json!({"type": "tool-input-available", "toolCallId": "c1", "toolName": "search", "input": {"q": "rust"}}),
+        json!({"type": "tool-output-available", "toolCallId": "c1", "output": {"hits": 3}}),
+        json!({"type": "source-url", "sourceId": "s1", "url": "https://rust-lang.org", "title": "Rust"}),
+        json!({"type": "finish-step"}),
+        json!({"type": "text-start", "id": "t2"}),
+        json!({"type": "text-delta", "id": "t2", "delta": "Found 3."}),
+        json!({"type": "text-end", "id": "t2"}),
+        json!({"type": "data-weather", "data": {"temp": 3}}),
+        json!({"type": "finish"}),
+    ]
+}
+
+async fn post_ui_stream(srv: &TestServer, session: &str, body: reqwest::Body) -> (u16, Value) {
+    let r = srv
+        .http
+        .post(srv.url(&format!("/v1/sessions/{session}/events")))
+        .header("content-type", "text/event-stream")
+        .header("x-vercel-ai-ui-message-stream", "v1")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn an_ai_sdk_ui_message_stream_is_ingested_whole_and_once() {
+    let srv = TestServer::builder().start().await;
+    let body = ui_stream_body(&ui_chunks(), true);
+    let (status, v) = post_ui_stream(&srv, "uis", body.clone().into()).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v["accepted"].as_u64().unwrap() >= 10, "{v}");
+    let codes = warning_codes(&v);
+    assert!(
+        codes.contains(&"ui_chunk_not_projected".to_string()),
+        "the data part is said: {v}"
+    );
+    let snap = srv.snapshot("uis").await;
+    let m = &snap["state"]["messages"][0];
+    assert_eq!(m["id"], "ai-1");
+    assert_eq!(m["status"], "complete");
+    let parts: Vec<(String, Value)> = m["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["type"].as_str().unwrap().to_string(), p.clone()))
+        .collect();
+    let kinds: Vec<&str> = parts.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "reasoning",
+            "text",
+            "tool-search",
+            "data-evidence-citation",
+            "source-url",
+            "text"
+        ],
+        "{m}"
+    );
+    assert_eq!(
+        parts[0].1["text"], "Check the docs.",
+        "the producer shows its reasoning"
+    );
+    assert_eq!(parts[1].1["text"], "Let me search. ");
+    assert_eq!(parts[2].1["input"], json!({"q": "rust"}));
+    assert_eq!(parts[2].1["state"], "output-available");
+    assert_eq!(parts[5].1["text"], "Found 3.");
+    assert_eq!(snap["state"]["runtime"]["status"], "completed");
+    // The same stream again (a producer's retry) changes nothing.
+    let (status, again) = post_ui_stream(&srv, "uis", body.into()).await;
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["accepted"], 0, "{again}");
+    assert_eq!(again["duplicates"], v["accepted"]);
+}
+
+#[tokio::test]
+async fn a_ui_message_stream_is_live_while_it_streams_and_a_cut_ends_it_as_interrupted() {
+    let srv = TestServer::builder().start().await;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<String, std::io::Error>>(8);
+    let body = reqwest::Body::wrap_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    let mut sse = srv.sse("live-ui", "", None).await;
+    assert_eq!(sse.next().await.unwrap().event, "snapshot");
+    let poster = {
+        let srv_url = srv.url("/v1/sessions/live-ui/events");
+        let http = srv.http.clone();
+        tokio::spawn(async move {
+            http.post(srv_url)
+                .header("content-type", "text/event-stream")
+                .body(body)
+                .send()
+                .await
+        })
+    };
+    let first = ui_stream_body(
+        &[
+            json!({"type": "start", "messageId": "live-1"}),
+            json!({"type": "text-start", "id": "t"}),
+            json!({"type": "text-delta", "id": "t", "delta": "Streaming "}),
+        ],
+        false,
+    );
+    tx.send(Ok(first)).await.unwrap();
+    // The text reaches a subscriber while the body is still open.
+    let mut seen = String::new();
+    while !seen.contains("Streaming ") {
+        let e = sse.next().await.expect("a frame while the body streams");
+        seen.push_str(&e.data.to_string());
+    }
+    // Half a chunk, then the producer's connection breaks.
+    tx.send(Ok("data: {\"type\":\"text-del".into()))
+        .await
+        .unwrap();
+    tx.send(Err(std::io::Error::other("producer crashed")))
+        .await
+        .unwrap();
+    drop(tx);
+    let _ = poster.await;
+    // What arrived stays; the message ends, marked as interrupted.
+    let mut ended = false;
+    while !ended {
+        let e = sse.next().await.expect("the interrupted end");
+        ended = e.data.to_string().contains("\"abort\"");
+    }
+    let snap = srv.snapshot("live-ui").await;
+    let m = &snap["state"]["messages"][0];
+    assert_eq!(m["parts"][0]["text"], "Streaming ");
+    assert_eq!(m["status"], "aborted", "{m}");
+    assert_eq!(snap["state"]["runtime"]["status"], "interrupted");
+}

@@ -1,0 +1,337 @@
+//! Reading a Vercel AI SDK UI message stream as facts: each
+//! `UIMessageChunk` a producer's `toUIMessageStream()` writes becomes zero
+//! or more Agent UI envelope events of the session, which then go through
+//! the same normalisation, validation and redaction as any posted event.
+//!
+//! One stream is one assistant message of one run: `start` opens the run
+//! (`runId` = `ui-<messageId>`, `turnId` = the message id), text and
+//! reasoning deltas stream into parts named by their chunk ids, tools
+//! stream their input, then their output (a preliminary output is
+//! progress), sources are evidence, and `finish`, `abort` or `error` end
+//! the run. Event ids are `<messageId>:<chunk index>`, so a producer that
+//! sends the same stream again (after a cut) is deduplicated chunk by chunk.
+//! A stream cut before its end is closed by [`UiStream::cut`] as an
+//! interrupted run, so a UI sees the message end abnormally.
+
+use serde_json::{json, Map, Value};
+
+/// A chunk kind the projection does not take yet: kept out, and said in
+/// the ingest reply's warnings.
+pub const CHUNK_NOT_PROJECTED: &str = "ui_chunk_not_projected";
+/// A line of the stream that is no `UIMessageChunk`.
+pub const INVALID_CHUNK: &str = "invalid_ui_chunk";
+
+/// What one chunk became.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mapped {
+    /// Envelope events to normalise and apply (maybe none: `text-start`,
+    /// `start-step`, ...).
+    Events(Vec<Value>),
+    /// Not applied; a warning `(code, message)` for the reply.
+    Warning(&'static str, String),
+}
+
+/// The state of one stream being read.
+#[derive(Debug, Clone)]
+pub struct UiStream {
+    message_id: String,
+    index: u64,
+    started: bool,
+    ended: bool,
+}
+
+impl UiStream {
+    /// A stream whose message id is `fallback` until its `start` names one.
+    pub fn new(fallback: impl Into<String>) -> Self {
+        UiStream {
+            message_id: fallback.into(),
+            index: 0,
+            started: false,
+            ended: false,
+        }
+    }
+
+    /// True once `finish`, `abort` or `error` ended the run.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The message the stream writes.
+    pub fn message_id(&self) -> &str {
+        &self.message_id
+    }
+
+    /// An envelope event of this stream's run and message.
+    fn event(&self, ty: &str, extra: Value) -> Value {
+        let mut e = json!({
+            "id": format!("{}:{}", self.message_id, self.index),
+            "type": ty,
+            "runId": format!("ui-{}", self.message_id),
+            "turnId": self.message_id,
+            "messageId": self.message_id,
+        });
+        if let (Value::Object(a), Value::Object(b)) = (&mut e, extra) {
+            // An absent field is left out, never sent as null.
+            a.extend(b.into_iter().filter(|(_, v)| !v.is_null()));
+            if let Some(Value::Object(p)) = a.get_mut("payload") {
+                p.retain(|_, v| !v.is_null());
+            }
+        }
+        e
+    }
+
+    /// The events of one chunk (`data:` JSON of the stream).
+    pub fn map(&mut self, chunk: &Value) -> Mapped {
+        let out = self.map_inner(chunk);
+        self.index += 1;
+        out
+    }
+
+    fn map_inner(&mut self, chunk: &Value) -> Mapped {
+        let Some(ty) = chunk.get("type").and_then(Value::as_str) else {
+            return Mapped::Warning(INVALID_CHUNK, "a stream line without a chunk `type`".into());
+        };
+        let s = |k: &str| chunk.get(k).and_then(Value::as_str);
+        let v = |k: &str| chunk.get(k).cloned();
+        let one = |e: Value| Mapped::Events(vec![e]);
+        let none = Mapped::Events(Vec::new());
+        if ty != "start" && !self.started {
+            // A stream that did not begin with `start` still opens its run.
+            self.started = true;
+            let opened = self.event("run.started", json!({}));
+            let rest = self.map_inner(chunk);
+            return match rest {
+                Mapped::Events(mut es) => {
+                    // Both come from this chunk: the run opens at `<id>:<n>.0`.
+                    let mut first = opened;
+                    first["id"] = format!("{}:{}.0", self.message_id, self.index).into();
+                    es.insert(0, first);
+                    Mapped::Events(es)
+                }
+                w => w,
+            };
+        }
+        match ty {
+            "start" => {
+                if let Some(id) = s("messageId").filter(|m| !m.is_empty()) {
+                    if !self.started {
+                        self.message_id = id.to_string();
+                    }
+                }
+                if self.started {
+                    return none;
+                }
+                self.started = true;
+                one(self.event("run.started", json!({})))
+            }
+            "text-delta" => one(self.event(
+                "text.delta",
+                json!({"partId": s("id").unwrap_or_default(), "payload": {"delta": s("delta").unwrap_or_default()}}),
+            )),
+            // The producer shows these to its users: not raw reasoning to hide.
+            "reasoning-delta" => one(self.event(
+                "reasoning.delta",
+                json!({"partId": s("id").unwrap_or_default(),
+                       "payload": {"delta": s("delta").unwrap_or_default(), "visibility": "shown"}}),
+            )),
+            "text-start" | "text-end" | "reasoning-start" | "reasoning-end" | "start-step"
+            | "finish-step" => none,
+            "tool-input-start" => one(self.event(
+                "tool.args.delta",
+                json!({"toolCallId": s("toolCallId"), "title": s("title"),
+                       "payload": {"toolName": s("toolName"), "delta": ""}}),
+            )),
+            "tool-input-delta" => one(self.event(
+                "tool.args.delta",
+                json!({"toolCallId": s("toolCallId"),
+                       "payload": {"delta": s("inputTextDelta").unwrap_or_default()}}),
+            )),
+            "tool-input-available" => one(self.event(
+                "tool.started",
+                json!({"toolCallId": s("toolCallId"), "title": s("title"),
+                       "payload": {"toolName": s("toolName"), "input": v("input")}}),
+            )),
+            "tool-input-error" => one(self.event(
+                "tool.failed",
+                json!({"toolCallId": s("toolCallId"),
+                       "payload": {"toolName": s("toolName"), "error": s("errorText"),
+                                   "failureCategory": "invalid_input"}}),
+            )),
+            "tool-output-available" => {
+                let preliminary = chunk.get("preliminary").and_then(Value::as_bool) == Some(true);
+                let (class, key) = if preliminary {
+                    ("tool.progress", "preview")
+                } else {
+                    ("tool.result", "output")
+                };
+                let mut payload = Map::new();
+                payload.insert(key.into(), v("output").unwrap_or(Value::Null));
+                one(self.event(class, json!({"toolCallId": s("toolCallId"), "payload": payload})))
+            }
+            "tool-output-error" => one(self.event(
+                "tool.failed",
+                json!({"toolCallId": s("toolCallId"), "payload": {"error": s("errorText")}}),
+            )),
+            "tool-output-denied" => one(self.event(
+                "tool.failed",
+                json!({"toolCallId": s("toolCallId"),
+                       "payload": {"error": "denied", "failureCategory": "denied"}}),
+            )),
+            "source-url" => one(self.event(
+                "evidence.changed",
+                json!({"evidenceId": s("sourceId"), "payload": {"url": s("url"), "title": s("title")}}),
+            )),
+            "source-document" => one(self.event(
+                "evidence.changed",
+                json!({"evidenceId": s("sourceId"),
+                       "payload": {"title": s("title"), "mediaType": s("mediaType"),
+                                   "filename": s("filename")}}),
+            )),
+            "error" => self.end(
+                "run.failed",
+                json!({"payload": {"error": s("errorText").unwrap_or("the stream failed")}}),
+            ),
+            "abort" => self.end(
+                "run.canceled",
+                json!({"payload": {"reason": s("reason").unwrap_or("aborted")}}),
+            ),
+            "finish" => self.end("run.finished", json!({"payload": {"finishReason": s("finishReason")}})),
+            other => Mapped::Warning(
+                CHUNK_NOT_PROJECTED,
+                format!("`{other}` chunks are not projected yet; kept out of the session"),
+            ),
+        }
+    }
+
+    /// The event that ends the run, once.
+    fn end(&mut self, class: &str, extra: Value) -> Mapped {
+        if self.ended {
+            return Mapped::Events(Vec::new());
+        }
+        self.ended = true;
+        Mapped::Events(vec![self.event(class, extra)])
+    }
+
+    /// The stream stopped before `finish`, `abort` or `error` (the body was
+    /// cut, or ended early): the run ends as interrupted, so the message
+    /// ends with an `abort` a UI shows. None when the run had ended.
+    pub fn cut(&mut self, why: &str) -> Option<Value> {
+        if self.ended || !self.started {
+            return None;
+        }
+        self.ended = true;
+        let mut e = self.event(
+            "run.finished",
+            json!({"payload": {"outcome": "interrupted", "reason": why}}),
+        );
+        e["id"] = format!("{}:cut", self.message_id).into();
+        Some(e)
+    }
+}
+
+/// The `data:` payloads of the complete SSE events at the start of `buf`,
+/// removed from it; `[DONE]` is returned as it is. A partial event stays.
+pub fn take_events(buf: &mut Vec<u8>) -> Vec<String> {
+    let mut out = Vec::new();
+    loop {
+        let Some((end, sep)) = find_blank_line(buf) else {
+            return out;
+        };
+        let block: Vec<u8> = buf.drain(..end + sep).collect();
+        let text = String::from_utf8_lossy(&block[..end]);
+        let mut data = String::new();
+        for line in text.split('\n') {
+            let line = line.strip_suffix('\r').unwrap_or(line);
+            if let Some(d) = line.strip_prefix("data:") {
+                if !data.is_empty() {
+                    data.push('\n');
+                }
+                data.push_str(d.strip_prefix(' ').unwrap_or(d));
+            }
+        }
+        if !data.is_empty() {
+            out.push(data);
+        }
+    }
+}
+
+/// Where the first blank line (`\n\n` or `\r\n\r\n`) ends an event: the
+/// event's length and the separator's.
+fn find_blank_line(buf: &[u8]) -> Option<(usize, usize)> {
+    let mut i = 0;
+    while i + 1 < buf.len() {
+        if buf[i] == b'\n' && buf[i + 1] == b'\n' {
+            return Some((i, 2));
+        }
+        if buf[i..].starts_with(b"\r\n\r\n") {
+            return Some((i, 4));
+        }
+        i += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn events(m: Mapped) -> Vec<Value> {
+        match m {
+            Mapped::Events(e) => e,
+            Mapped::Warning(c, w) => panic!("warning {c}: {w}"),
+        }
+    }
+
+    #[test]
+    fn a_stream_becomes_the_facts_of_one_run_with_stable_ids() {
+        let mut s = UiStream::new("fallback");
+        let e = events(s.map(&json!({"type": "start", "messageId": "m1"})));
+        assert_eq!(e[0]["type"], "run.started");
+        assert_eq!(e[0]["id"], "m1:0");
+        assert_eq!(e[0]["runId"], "ui-m1");
+        assert!(events(s.map(&json!({"type": "text-start", "id": "t"}))).is_empty());
+        let e = events(s.map(&json!({"type": "text-delta", "id": "t", "delta": "Hi"})));
+        assert_eq!(
+            (e[0]["type"].as_str(), e[0]["partId"].as_str()),
+            (Some("text.delta"), Some("t"))
+        );
+        assert_eq!(e[0]["id"], "m1:2");
+        let e = events(s.map(&json!({"type": "tool-output-available", "toolCallId": "c", "output": 1, "preliminary": true})));
+        assert_eq!(e[0]["type"], "tool.progress");
+        let e = events(s.map(&json!({"type": "finish"})));
+        assert_eq!(e[0]["type"], "run.finished");
+        assert!(s.ended());
+        assert_eq!(s.cut("late"), None, "an ended run is not cut");
+    }
+
+    #[test]
+    fn a_cut_stream_ends_interrupted_and_unknown_chunks_are_said() {
+        let mut s = UiStream::new("m9");
+        let e = events(s.map(&json!({"type": "text-delta", "id": "t", "delta": "x"})));
+        assert_eq!(
+            e[0]["type"], "run.started",
+            "a stream without start still opens its run"
+        );
+        assert_eq!(e[1]["type"], "text.delta");
+        assert!(matches!(
+            s.map(&json!({"type": "data-weather", "data": {}})),
+            Mapped::Warning(CHUNK_NOT_PROJECTED, _)
+        ));
+        assert!(matches!(
+            s.map(&json!({"delta": "x"})),
+            Mapped::Warning(INVALID_CHUNK, _)
+        ));
+        let cut = s.cut("the body was cut").unwrap();
+        assert_eq!(cut["payload"]["outcome"], "interrupted");
+        assert_eq!(cut["id"], "m9:cut");
+    }
+
+    #[test]
+    fn sse_events_are_taken_whole_across_reads() {
+        let mut buf = b"data: {\"type\":\"start\"}\n\ndata: {\"type\":".to_vec();
+        assert_eq!(take_events(&mut buf), [r#"{"type":"start"}"#]);
+        buf.extend_from_slice(b"\"finish\"}\r\n\r\n: comment\n\ndata: [DONE]\n\n");
+        assert_eq!(take_events(&mut buf), [r#"{"type":"finish"}"#, "[DONE]"]);
+        assert!(buf.is_empty());
+    }
+}

@@ -1,0 +1,175 @@
+//! `POST /v1/sessions/{session_id}/events` with `content-type:
+//! text/event-stream`: a Vercel AI SDK UI message stream (what
+//! `toUIMessageStream()` / `consumeSseStream` write), read as it arrives.
+//! The chunks that are ready together become facts ([`UiStream`]), are
+//! normalised like any event and appended in one batch, durable before the
+//! frames go out, while the body still streams. The reply, at the end of
+//! the body, sums what was accepted. The reading runs in its own task: a
+//! producer that goes away mid-stream leaves what arrived, and the message
+//! ends as interrupted ([`UiStream::cut`]) so its UI knows.
+
+use axum::body::Body;
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use super::AppState;
+use crate::error::Problem;
+use crate::event::ui_stream::{self, Mapped, UiStream};
+use crate::event::{normalize, Limits};
+use crate::session::{IncomingEvent, IngestOutcome, Warning};
+
+/// Read a UI message stream into `session`; the outcome of all of it.
+pub(super) async fn ingest(
+    st: AppState,
+    session: String,
+    body: Body,
+) -> Result<IngestOutcome, Problem> {
+    // The reading outlives the request: a producer that disconnects does
+    // not cut the append of what it sent, nor the interrupted end.
+    let task = tokio::spawn(read(st, session, body));
+    task.await.map_err(|e| Problem::internal(&e))?
+}
+
+/// What the stream has added up to.
+struct Tally {
+    out: IngestOutcome,
+}
+
+impl Tally {
+    fn add(&mut self, o: IngestOutcome) {
+        self.out.accepted += o.accepted;
+        self.out.duplicates += o.duplicates;
+        self.out.cursor = o.cursor;
+        self.out.epoch = o.epoch;
+        self.out.warnings.extend(o.warnings);
+    }
+
+    fn warn(&mut self, index: usize, event_id: String, code: &str, message: String) {
+        self.out.warnings.push(Warning {
+            index,
+            event_id,
+            code: code.to_string(),
+            path: None,
+            message,
+        });
+    }
+}
+
+async fn read(st: AppState, session: String, body: Body) -> Result<IngestOutcome, Problem> {
+    let limits = Limits {
+        inline_payload_bytes: st.cfg.ingest.inline_payload_bytes,
+        hard_payload_bytes: st.cfg.ingest.hard_payload_bytes,
+        max_string_bytes: st.cfg.limits.max_string_bytes,
+        max_depth: st.cfg.limits.max_depth,
+    };
+    let idle = st.limits.body_timeout;
+    let max = st.cfg.ingest.max_stream_bytes;
+    let mut data = body.into_data_stream();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut stream = UiStream::new(format!("ui-{}", uuid::Uuid::new_v4().simple()));
+    let mut tally = Tally {
+        out: IngestOutcome {
+            accepted: 0,
+            duplicates: 0,
+            cursor: 0,
+            epoch: String::new(),
+            warnings: Vec::new(),
+        },
+    };
+    let (mut read, mut chunk_index) = (0usize, 0usize);
+    let why = loop {
+        let next = tokio::select! {
+            n = tokio::time::timeout(idle, data.next()) => n,
+            _ = st.shutdown.cancelled() => break Some("the server shut down"),
+        };
+        let bytes = match next {
+            Err(_) => break Some("no data within limits.body_timeout_secs"),
+            Ok(None) => break None,
+            Ok(Some(Err(_))) => break Some("the request body was cut"),
+            Ok(Some(Ok(b))) => b,
+        };
+        read += bytes.len();
+        if read > max {
+            break Some("the stream went over ingest.max_stream_bytes");
+        }
+        buf.extend_from_slice(&bytes);
+        let mut raw: Vec<(usize, Value)> = Vec::new();
+        let mut done = false;
+        for line in ui_stream::take_events(&mut buf) {
+            let index = chunk_index;
+            chunk_index += 1;
+            if line == "[DONE]" {
+                done = true;
+                continue;
+            }
+            match serde_json::from_str::<Value>(&line) {
+                Ok(chunk) => match stream.map(&chunk) {
+                    Mapped::Events(es) => raw.extend(es.into_iter().map(|e| (index, e))),
+                    Mapped::Warning(code, message) => {
+                        tally.warn(index, String::new(), code, message)
+                    }
+                },
+                Err(e) => tally.warn(
+                    index,
+                    String::new(),
+                    ui_stream::INVALID_CHUNK,
+                    format!("a stream line that is not JSON: {e}"),
+                ),
+            }
+        }
+        apply(&st, &session, &limits, raw, &mut tally).await?;
+        if done {
+            break None;
+        }
+    };
+    let why = why.unwrap_or("the stream ended before `finish`");
+    if let Some(e) = stream.cut(why) {
+        apply(&st, &session, &limits, vec![(chunk_index, e)], &mut tally).await?;
+        tally.warn(
+            chunk_index,
+            format!("{}:cut", stream.message_id()),
+            "ui_stream_interrupted",
+            format!("{why}: the message ends as interrupted"),
+        );
+    }
+    Ok(tally.out)
+}
+
+/// Normalise and append the events of the chunks that were ready together.
+/// An event normalisation refuses is left out with a warning: the stream
+/// goes on.
+async fn apply(
+    st: &AppState,
+    session: &str,
+    limits: &Limits,
+    raw: Vec<(usize, Value)>,
+    tally: &mut Tally,
+) -> Result<(), Problem> {
+    if raw.is_empty() {
+        return Ok(());
+    }
+    let mut events = Vec::with_capacity(raw.len());
+    for (index, e) in raw {
+        let event_id = e
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        match normalize(e, limits) {
+            Ok(n) => events.push(IncomingEvent {
+                index,
+                fact: n.fact,
+                warnings: n.warnings,
+            }),
+            Err(issues) => {
+                for i in issues {
+                    tally.warn(index, event_id.clone(), i.code, i.message);
+                }
+            }
+        }
+    }
+    if !events.is_empty() {
+        tally.add(st.registry.ingest(session, events).await?);
+    }
+    Ok(())
+}
