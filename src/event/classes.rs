@@ -49,6 +49,9 @@ pub const RETIRED: &[&str] = &[
 /// unknown class: stored, put on the timeline, and given a diagnostic.
 pub const KNOWN: &[&str] = &[
     "session.opened",
+    // A producer's own UI message chunk, passed into its message (file,
+    // data-*, message-metadata; see `event::ui_stream`).
+    "ui.chunk",
     "session.hydrated",
     "session.updated",
     "session.closed",

@@ -7,16 +7,17 @@
 //! (`runId` = `ui-<messageId>`, `turnId` = the message id), text and
 //! reasoning deltas stream into parts named by their chunk ids, tools
 //! stream their input, then their output (a preliminary output is
-//! progress), sources are evidence, and `finish`, `abort` or `error` end
-//! the run. Event ids are `<messageId>:<chunk index>`, so a producer that
+//! progress), sources are evidence, `file`, `data-*` and `message-metadata`
+//! pass into the message as they are (`ui.chunk`), and `finish`, `abort`
+//! or `error` end the run. Event ids are `<messageId>:<chunk index>`, so a producer that
 //! sends the same stream again (after a cut) is deduplicated chunk by chunk.
 //! A stream cut before its end is closed by [`UiStream::cut`] as an
 //! interrupted run, so a UI sees the message end abnormally.
 
 use serde_json::{json, Map, Value};
 
-/// A chunk kind the projection does not take yet: kept out, and said in
-/// the ingest reply's warnings.
+/// A chunk kind the projection does not take: kept out, and said in the
+/// ingest reply's warnings.
 pub const CHUNK_NOT_PROJECTED: &str = "ui_chunk_not_projected";
 /// A line of the stream that is no `UIMessageChunk`.
 pub const INVALID_CHUNK: &str = "invalid_ui_chunk";
@@ -122,7 +123,11 @@ impl UiStream {
                     return none;
                 }
                 self.started = true;
-                one(self.event("run.started", json!({})))
+                let mut es = vec![self.event("run.started", json!({}))];
+                if let Some(md) = v("messageMetadata").filter(|m| !m.is_null()) {
+                    es.push(self.passthrough(json!({"type": "message-metadata", "messageMetadata": md}), "m"));
+                }
+                Mapped::Events(es)
             }
             "text-delta" => one(self.event(
                 "text.delta",
@@ -195,12 +200,35 @@ impl UiStream {
                 "run.canceled",
                 json!({"payload": {"reason": s("reason").unwrap_or("aborted")}}),
             ),
-            "finish" => self.end("run.finished", json!({"payload": {"finishReason": s("finishReason")}})),
+            "finish" => {
+                let mut es = Vec::new();
+                if let Some(md) = v("messageMetadata").filter(|m| !m.is_null()) {
+                    es.push(self.passthrough(json!({"type": "message-metadata", "messageMetadata": md}), "m"));
+                }
+                if let Mapped::Events(end) =
+                    self.end("run.finished", json!({"payload": {"finishReason": s("finishReason")}}))
+                {
+                    es.extend(end);
+                }
+                Mapped::Events(es)
+            }
+            "file" | "message-metadata" => one(self.passthrough(chunk.clone(), "")),
+            t if t.starts_with("data-") => one(self.passthrough(chunk.clone(), "")),
             other => Mapped::Warning(
                 CHUNK_NOT_PROJECTED,
                 format!("`{other}` chunks are not projected yet; kept out of the session"),
             ),
         }
+    }
+
+    /// A chunk that passes into the message as it is (`ui.chunk`); `suffix`
+    /// tells apart two events of one chunk.
+    fn passthrough(&self, chunk: Value, suffix: &str) -> Value {
+        let mut e = self.event("ui.chunk", json!({"payload": {"chunk": chunk}}));
+        if !suffix.is_empty() {
+            e["id"] = format!("{}:{}.{suffix}", self.message_id, self.index).into();
+        }
+        e
     }
 
     /// The event that ends the run, once.
@@ -313,8 +341,11 @@ mod tests {
             "a stream without start still opens its run"
         );
         assert_eq!(e[1]["type"], "text.delta");
+        let e = events(s.map(&json!({"type": "data-weather", "data": {}})));
+        assert_eq!(e[0]["type"], "ui.chunk", "a data part passes as it is");
+        assert_eq!(e[0]["payload"]["chunk"]["type"], "data-weather");
         assert!(matches!(
-            s.map(&json!({"type": "data-weather", "data": {}})),
+            s.map(&json!({"type": "tool-approval-request", "approvalId": "a"})),
             Mapped::Warning(CHUNK_NOT_PROJECTED, _)
         ));
         assert!(matches!(

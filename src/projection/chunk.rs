@@ -101,6 +101,10 @@ pub enum Chunk {
         url: String,
         media_type: String,
     },
+    /// `messageMetadata`, merged into the message's `metadata`.
+    MessageMetadata {
+        message_metadata: Value,
+    },
     /// `data-<name>`; a later chunk with the same name and id replaces the part.
     Data {
         name: String,
@@ -111,6 +115,30 @@ pub enum Chunk {
 }
 
 impl Chunk {
+    /// A producer's `UIMessageChunk` that passes into a message as it is:
+    /// `file`, `data-*` and `message-metadata` (what the reducer has no fact
+    /// of its own for). `None` for any other chunk, or a malformed one.
+    pub fn from_ui(v: &Value) -> Option<Chunk> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let ty = v.get("type")?.as_str()?;
+        match ty {
+            "file" => Some(Chunk::File {
+                url: s("url")?,
+                media_type: s("mediaType")?,
+            }),
+            "message-metadata" => Some(Chunk::MessageMetadata {
+                message_metadata: v.get("messageMetadata")?.clone(),
+            }),
+            t if t.starts_with("data-") && t.len() > 5 => Some(Chunk::Data {
+                name: t[5..].to_string(),
+                id: s("id"),
+                data: v.get("data").cloned().unwrap_or(Value::Null),
+                transient: v.get("transient").and_then(Value::as_bool) == Some(true),
+            }),
+            _ => None,
+        }
+    }
+
     /// The chunk's `type` string.
     pub fn type_name(&self) -> std::borrow::Cow<'static, str> {
         use std::borrow::Cow::Borrowed;
@@ -136,6 +164,7 @@ impl Chunk {
             Chunk::SourceUrl { .. } => Borrowed("source-url"),
             Chunk::SourceDocument { .. } => Borrowed("source-document"),
             Chunk::File { .. } => Borrowed("file"),
+            Chunk::MessageMetadata { .. } => Borrowed("message-metadata"),
             Chunk::Data { name, .. } => std::borrow::Cow::Owned(format!("data-{name}")),
         }
     }
@@ -260,6 +289,9 @@ impl Serialize for Chunk {
                 if let Some(f) = filename {
                     m.serialize_entry("filename", f)?;
                 }
+            }
+            Chunk::MessageMetadata { message_metadata } => {
+                m.serialize_entry("messageMetadata", message_metadata)?;
             }
             Chunk::File { url, media_type } => {
                 m.serialize_entry("url", url)?;

@@ -292,6 +292,7 @@ fn dispatch(cx: &mut Reducer<'_>) {
         "state.delta" => cx.on_state_delta(),
         "session.opened" => cx.on_session_opened(),
         "session.updated" => cx.on_session_updated(),
+        "ui.chunk" => cx.on_ui_chunk(),
         // other session.*, model.requested, metric.changed:
         // timeline only for now.
         _ => {}

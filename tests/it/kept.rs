@@ -463,7 +463,7 @@ fn ui_stream_body(chunks: &[Value], done: bool) -> String {
 
 fn ui_chunks() -> Vec<Value> {
     vec![
-        json!({"type": "start", "messageId": "ai-1"}),
+        json!({"type": "start", "messageId": "ai-1", "messageMetadata": {"model": "mock-1"}}),
         json!({"type": "start-step"}),
         json!({"type": "reasoning-start", "id": "r1"}),
         json!({"type": "reasoning-delta", "id": "r1", "delta": "Check the docs."}),
@@ -482,8 +482,10 @@ fn ui_chunks() -> Vec<Value> {
         json!({"type": "text-start", "id": "t2"}),
         json!({"type": "text-delta", "id": "t2", "delta": "Found 3."}),
         json!({"type": "text-end", "id": "t2"}),
-        json!({"type": "data-weather", "data": {"temp": 3}}),
-        json!({"type": "finish"}),
+        json!({"type": "data-weather", "id": "w1", "data": {"temp": 3}}),
+        json!({"type": "file", "url": "https://example.com/chart.png", "mediaType": "image/png"}),
+        json!({"type": "tool-approval-request", "approvalId": "ap1", "toolCallId": "c1"}),
+        json!({"type": "finish", "messageMetadata": {"usage": {"outputTokens": 9}}}),
     ]
 }
 
@@ -532,10 +534,15 @@ async fn an_ai_sdk_ui_message_stream_is_ingested_whole_and_once() {
             "tool-search",
             "data-evidence-citation",
             "source-url",
-            "text"
+            "text",
+            "data-weather",
+            "file"
         ],
         "{m}"
     );
+    assert_eq!(parts[6].1["data"], json!({"temp": 3}));
+    assert_eq!(m["metadata"]["model"], "mock-1");
+    assert_eq!(m["metadata"]["usage"]["outputTokens"], 9);
     assert_eq!(
         parts[0].1["text"], "Check the docs.",
         "the producer shows its reasoning"

@@ -147,6 +147,9 @@ impl Message {
             Chunk::Start {
                 message_metadata: Some(md),
                 ..
+            }
+            | Chunk::MessageMetadata {
+                message_metadata: md,
             } => merge_metadata(&mut self.metadata, md),
             Chunk::Start { .. } | Chunk::Abort { .. } | Chunk::Error { .. } => {
                 if let Chunk::Abort { .. } = chunk {
