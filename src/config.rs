@@ -45,6 +45,34 @@ pub struct Config {
     pub auth: AuthConfig,
     pub limits: LimitsConfig,
     pub controls: ControlsConfig,
+    pub upstream: UpstreamConfig,
+}
+
+/// `[upstream]`: the AI SDK route the chat gateway forwards to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// The AI SDK chat route `POST /v1/chat` forwards to; empty: none.
+    pub chat_url: String,
+}
+
+impl UpstreamConfig {
+    /// Check the section against the allowlist it shares with the relay.
+    fn validate(&self, allowed_hosts: &[String]) -> Result<(), String> {
+        if self.chat_url.is_empty() {
+            return Ok(());
+        }
+        let url =
+            http_url(&self.chat_url).ok_or("upstream.chat_url must be empty or an http(s) URL")?;
+        let allowed = allowed_hosts
+            .iter()
+            .filter_map(|h| AllowedHost::parse(h))
+            .any(|h| h.allows(&url));
+        if !allowed {
+            return Err("upstream.chat_url: its host must be on controls.allowed_hosts".into());
+        }
+        Ok(())
+    }
 }
 
 /// A secret string: serialises as itself, but `Debug` never shows it, so a
@@ -413,6 +441,9 @@ impl Config {
             }
         }
         self.controls.validate().map_err(ConfigError::Invalid)?;
+        self.upstream
+            .validate(&self.controls.allowed_hosts)
+            .map_err(ConfigError::Invalid)?;
         Ok(())
     }
 }

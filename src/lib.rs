@@ -158,6 +158,7 @@ pub async fn serve(
         ));
     }
     let relay = control::Relay::new(&cfg.controls)?;
+    let gateway = Arc::new(http::chat::Gateway::new(&cfg)?);
     let state = http::AppState {
         auth,
         limits: Arc::new(http::limits::Limiter::new(&cfg.limits)),
@@ -166,6 +167,7 @@ pub async fn serve(
         shutdown: shutdown.clone(),
         metrics: metrics_handle(),
         relay,
+        gateway,
     };
     let app = http::router(state);
     let addr = listener.local_addr()?;

@@ -123,11 +123,15 @@ impl UiStream {
                     return none;
                 }
                 self.started = true;
-                let mut es = vec![self.event("run.started", json!({}))];
+                // The run opens, and so does the message (with its metadata).
+                let mut start = json!({"type": "start"});
                 if let Some(md) = v("messageMetadata").filter(|m| !m.is_null()) {
-                    es.push(self.passthrough(json!({"type": "message-metadata", "messageMetadata": md}), "m"));
+                    start["messageMetadata"] = md;
                 }
-                Mapped::Events(es)
+                Mapped::Events(vec![
+                    self.event("run.started", json!({})),
+                    self.passthrough(start, "m"),
+                ])
             }
             "text-delta" => one(self.event(
                 "text.delta",
@@ -238,6 +242,21 @@ impl UiStream {
         }
         self.ended = true;
         Mapped::Events(vec![self.event(class, extra)])
+    }
+
+    /// The stream was cancelled (a user's `cancel`): the run ends as
+    /// cancelled, and the message with an `abort`. None when it had ended.
+    pub fn cancel(&mut self) -> Option<Value> {
+        if self.ended || !self.started {
+            return None;
+        }
+        self.ended = true;
+        let mut e = self.event(
+            "run.canceled",
+            json!({"payload": {"reason": "cancelled by the user"}}),
+        );
+        e["id"] = format!("{}:cancel", self.message_id).into();
+        Some(e)
     }
 
     /// The stream stopped before `finish`, `abort` or `error` (the body was

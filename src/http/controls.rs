@@ -92,11 +92,14 @@ pub enum ControlType {
 }
 
 /// The runtime accepted the relayed request. For an action, this is not
-/// its resolution: that is the runtime's `action.resolved` event.
+/// its resolution: that is the runtime's `action.resolved` event. A `cancel`
+/// of an answer the chat gateway is reading, in a session no runtime
+/// controls, is `status: "cancelled"` (`runtimeStatus` 0, no attempts): the
+/// upstream request was aborted.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Relayed {
-    /// Always `relayed`.
+    /// `relayed`, or `cancelled` (see above).
     pub status: String,
     /// The `idempotency-key` the runtime got.
     pub idempotency_key: String,
@@ -208,7 +211,21 @@ pub async fn post_control(
         reject_duplicate_keys(&bytes)?;
         let out = control::control_request(&session.0, &bytes)
             .map_err(|e| invalid("invalid_control", "Invalid control", e))?;
+        // A `cancel` of an answer the chat gateway is reading aborts the
+        // upstream request; the session's runtime, if it has one, hears it too.
+        let is_cancel = serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .is_some_and(|v| v.get("type").and_then(Value::as_str) == Some("cancel"));
+        let aborted = is_cancel && st.gateway.cancel(&session.0);
         let target = st.registry.control_target(&session.0, None).await?;
+        if aborted && target.control_url.is_none() && st.relay.target(None).is_err() {
+            return Ok(Relayed {
+                status: "cancelled".into(),
+                idempotency_key: out.idempotency_key,
+                runtime_status: 0,
+                attempts: 0,
+            });
+        }
         relay(&st, target.control_url.as_deref(), out).await
     }
     .await;

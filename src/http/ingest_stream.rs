@@ -26,8 +26,23 @@ pub(super) async fn ingest(
 ) -> Result<IngestOutcome, Problem> {
     // The reading outlives the request: a producer that disconnects does
     // not cut the append of what it sent, nor the interrupted end.
-    let task = tokio::spawn(read(st, session, body));
+    let task = tokio::spawn(read(
+        st,
+        session,
+        body.into_data_stream(),
+        Reading::default(),
+    ));
     task.await.map_err(|e| Problem::internal(&e))?
+}
+
+/// What else a reading answers to (the chat gateway's).
+#[derive(Default)]
+pub(super) struct Reading {
+    /// Told the message id once the stream's first facts are applied.
+    pub started: Option<tokio::sync::oneshot::Sender<String>>,
+    /// Cancelled: the run ends as cancelled, and the body is dropped (which
+    /// aborts an upstream request).
+    pub cancel: Option<tokio_util::sync::CancellationToken>,
 }
 
 /// What the stream has added up to.
@@ -55,7 +70,17 @@ impl Tally {
     }
 }
 
-async fn read(st: AppState, session: String, body: Body) -> Result<IngestOutcome, Problem> {
+/// Read `data`, a UI message stream, into `session` as it arrives.
+pub(super) async fn read<S, E>(
+    st: AppState,
+    session: String,
+    data: S,
+    mut reading: Reading,
+) -> Result<IngestOutcome, Problem>
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Send + 'static,
+    E: std::fmt::Display,
+{
     let limits = Limits {
         inline_payload_bytes: st.cfg.ingest.inline_payload_bytes,
         hard_payload_bytes: st.cfg.ingest.hard_payload_bytes,
@@ -64,7 +89,9 @@ async fn read(st: AppState, session: String, body: Body) -> Result<IngestOutcome
     };
     let idle = st.limits.body_timeout;
     let max = st.cfg.ingest.max_stream_bytes;
-    let mut data = body.into_data_stream();
+    let mut data = Box::pin(data);
+    let cancel = reading.cancel.clone().unwrap_or_default();
+    let mut cancelled = false;
     let mut buf: Vec<u8> = Vec::new();
     let mut stream = UiStream::new(format!("ui-{}", uuid::Uuid::new_v4().simple()));
     let mut tally = Tally {
@@ -81,7 +108,14 @@ async fn read(st: AppState, session: String, body: Body) -> Result<IngestOutcome
         let next = tokio::select! {
             n = tokio::time::timeout(idle, data.next()) => n,
             _ = st.shutdown.cancelled() => break Some("the server shut down"),
+            _ = cancel.cancelled() => {
+                cancelled = true;
+                break Some("cancelled");
+            }
         };
+        if let Ok(Some(Err(e))) = &next {
+            tracing::debug!(error = %e, "the stream's body failed");
+        }
         let bytes = match next {
             Err(_) => break Some("no data within limits.body_timeout_secs"),
             Ok(None) => break None,
@@ -118,18 +152,41 @@ async fn read(st: AppState, session: String, body: Body) -> Result<IngestOutcome
             }
         }
         apply(&st, &session, &limits, raw, &mut tally).await?;
+        if tally.out.accepted > 0 {
+            if let Some(tx) = reading.started.take() {
+                let _ = tx.send(stream.message_id().to_string());
+            }
+        }
         if done {
             break None;
         }
     };
+    // Whatever comes next, the body is not read any more (an upstream
+    // request is aborted here).
+    drop(data);
     let why = why.unwrap_or("the stream ended before `finish`");
-    if let Some(e) = stream.cut(why) {
+    let end = if cancelled {
+        stream.cancel()
+    } else {
+        stream.cut(why)
+    };
+    if let Some(e) = end {
+        let id = e
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         apply(&st, &session, &limits, vec![(chunk_index, e)], &mut tally).await?;
+        let (code, how) = if cancelled {
+            ("ui_stream_cancelled", "cancelled")
+        } else {
+            ("ui_stream_interrupted", "interrupted")
+        };
         tally.warn(
             chunk_index,
-            format!("{}:cut", stream.message_id()),
-            "ui_stream_interrupted",
-            format!("{why}: the message ends as interrupted"),
+            id,
+            code,
+            format!("{why}: the message ends as {how}"),
         );
     }
     Ok(tally.out)

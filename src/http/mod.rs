@@ -4,6 +4,7 @@
 //! (a framework rejection) into problem+json too.
 
 pub mod auth;
+pub mod chat;
 pub mod controls;
 mod extract;
 pub mod ingest;
@@ -44,6 +45,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Relays decisions and run controls to runtimes.
     pub relay: crate::control::Relay,
+    /// The AI SDK chat gateway (`POST /v1/chat`).
+    pub gateway: chat::SharedGateway,
 }
 
 impl AppState {
@@ -65,6 +68,7 @@ pub fn router(state: AppState) -> Router {
         .merge(streams::router())
         .merge(ops::router())
         .merge(openapi::router())
+        .merge(chat::router())
         .merge(viewer::router())
         .fallback(|| async { Problem::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async {

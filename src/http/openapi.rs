@@ -7,7 +7,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use utoipa::OpenApi;
 
-use super::{controls, ingest, messages, ops, sessions, streams, AppState};
+use super::{chat, controls, ingest, messages, ops, sessions, streams, AppState};
 use crate::error::{Problem, ProblemItem};
 use crate::session::{IngestOutcome, Warning};
 
@@ -31,6 +31,7 @@ use crate::session::{IngestOutcome, Warning};
         streams::stream_ws,
         streams::stream_message,
         streams::resume_chat,
+        chat::post_chat,
         ops::get_healthz,
         ops::get_readyz,
         ops::get_metrics,

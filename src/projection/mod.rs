@@ -34,6 +34,7 @@ pub mod sequence;
 mod team;
 mod tools;
 mod transcript;
+mod ui_chunks;
 pub mod ui_message;
 pub mod umo_blocks;
 pub mod umo_live;

@@ -18,26 +18,6 @@ pub enum Stream {
 }
 
 impl<'a> Reducer<'a> {
-    /// `ui.chunk`: a producer's own `UIMessageChunk` (`file`, `data-*`,
-    /// `message-metadata`) applied to its message as it is, with the AI
-    /// SDK's semantics; any other chunk is refused with a diagnostic.
-    pub fn on_ui_chunk(&mut self) {
-        let Some(raw) = self.first_value(&["chunk"]) else {
-            return;
-        };
-        let Some(chunk) = Chunk::from_ui(&raw) else {
-            let ty = raw.get("type").and_then(|t| t.as_str()).unwrap_or("?");
-            self.diag(
-                "chunk_rejected",
-                super::public_state::Severity::Warning,
-                format!("a `{ty}` chunk cannot pass into a message as it is"),
-            );
-            return;
-        };
-        let msg = self.ensure_assistant();
-        self.emit(&msg, chunk);
-    }
-
     pub fn msg(&self, id: &str) -> Option<&Message> {
         self.state.messages.iter().rev().find(|m| m.id == id)
     }

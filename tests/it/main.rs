@@ -3,6 +3,7 @@
 
 mod api;
 mod auth;
+mod chat;
 mod cli;
 mod common;
 mod conformance;

@@ -1,0 +1,291 @@
+//! The AI SDK chat gateway: `POST /v1/chat`, what `useChat`'s
+//! `DefaultChatTransport({api: '<base>/v1/chat'})` sends. With `[upstream]
+//! chat_url`, the request body goes unchanged to that AI SDK route; its UI
+//! message stream is read into the session (the chat id) by
+//! `http::ingest_stream` in a task of its own, and the browser is answered
+//! with the assistant message's stream from the session's log. So the
+//! answer is durable, survives the browser leaving (the upstream run goes
+//! on), resumes from any tab (`GET /v1/chat/{id}/stream`), and a `cancel`
+//! control aborts the upstream request ([`Gateway::cancel`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use dashmap::DashMap;
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+use tracing::{instrument, warn};
+
+use super::auth::{Caller, Scope};
+use super::extract::{read_body, reject_duplicate_keys, valid_session_id};
+use super::ingest_stream::{self, Reading};
+use super::AppState;
+use crate::config::Config;
+use crate::error::Problem;
+use crate::event::normalize;
+use crate::session::{IncomingEvent, MessagePick};
+use crate::stream::ui;
+
+/// Largest chat request body (the whole conversation is in it).
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// The gateway's upstream and the runs it is reading.
+pub struct Gateway {
+    upstream: Option<(reqwest::Client, String)>,
+    /// A cancel handle per session whose upstream answer is being read,
+    /// with the number of the reading that registered it.
+    running: DashMap<String, (u64, CancellationToken)>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("upstream", &self.upstream.as_ref().map(|(_, u)| u))
+            .field("running", &self.running.len())
+            .finish()
+    }
+}
+
+impl Gateway {
+    /// The gateway of a (validated) configuration.
+    pub fn new(cfg: &Config) -> Result<Gateway, reqwest::Error> {
+        let upstream = if cfg.upstream.chat_url.is_empty() {
+            None
+        } else {
+            let t = Duration::from_millis(cfg.controls.timeout_ms);
+            let client = reqwest::Client::builder()
+                // The answer streams for as long as the model writes: no
+                // total timeout, only connect and per-read ones.
+                .connect_timeout(t)
+                .read_timeout(Duration::from_secs(cfg.limits.body_timeout_secs))
+                .redirect(reqwest::redirect::Policy::none())
+                .no_proxy()
+                .user_agent(concat!("agent-projector/", env!("CARGO_PKG_VERSION")))
+                .build()?;
+            Some((client, cfg.upstream.chat_url.clone()))
+        };
+        Ok(Gateway {
+            upstream,
+            running: DashMap::new(),
+            next: std::sync::atomic::AtomicU64::new(1),
+        })
+    }
+
+    /// Abort the upstream answer being read into `session`, if one is: the
+    /// run ends as cancelled. True when there was one.
+    pub fn cancel(&self, session: &str) -> bool {
+        match self.running.get(session) {
+            Some(r) => {
+                r.1.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new().route(
+        "/v1/chat",
+        post(post_chat).layer(axum::extract::DefaultBodyLimit::disable()),
+    )
+}
+
+/// Send a chat message through the gateway: the upstream AI SDK route's
+/// answer, read into the session and streamed back from its log.
+#[utoipa::path(
+    post,
+    path = "/v1/chat",
+    tag = "streams",
+    request_body(content = Value, description = "The AI SDK chat request (`{id, messages, trigger, ...}`), forwarded unchanged; `id` is the session id", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The assistant message as a UI message stream, from the session's log", content_type = "text/event-stream", body = String),
+        (status = 400, description = "Not a chat request (`invalid_chat_request`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`no_upstream`: no [upstream] chat_url is configured", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "`upstream_unreachable`, `upstream_rejected` (its status), or `upstream_empty` (no message in its answer)", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[instrument(skip_all)]
+pub async fn post_chat(
+    State(st): State<AppState>,
+    caller: Caller,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    let bytes = read_body(&st.limits, &headers, body, MAX_BODY).await?;
+    reject_duplicate_keys(&bytes)?;
+    let request: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| Problem::bad_request("invalid_chat_request", e.to_string()))?;
+    let session = request
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|id| valid_session_id(id))
+        .ok_or_else(|| {
+            Problem::bad_request(
+                "invalid_chat_request",
+                "a chat request names its chat in `id`, a valid session id",
+            )
+        })?
+        .to_string();
+    caller.require(Scope::Publish, Some(&session))?;
+    caller.require(Scope::Subscribe, Some(&session))?;
+    let Some((client, url)) = &st.gateway.upstream else {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "no_upstream",
+            "No upstream",
+            "no [upstream] chat_url is configured: POST /v1/chat has no AI SDK route to send to",
+        ));
+    };
+    st.limits.ingest(&session, caller.token_key(), 1)?;
+    record_user_message(&st, &session, &request).await?;
+    let resp = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(bytes)
+        .send()
+        .await
+        .map_err(|e| {
+            warn!(error = %e, "upstream chat route unreachable");
+            Problem::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_unreachable",
+                "Upstream unreachable",
+                "the upstream chat route could not be reached",
+            )
+        })?;
+    if !resp.status().is_success() {
+        return Err(Problem::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_rejected",
+            "Upstream rejected",
+            format!("the upstream chat route answered {}", resp.status()),
+        ));
+    }
+    // Read the answer into the session in a task of its own: it goes on if
+    // the browser leaves, and a `cancel` control ends it.
+    let cancel = CancellationToken::new();
+    let number = st
+        .gateway
+        .next
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // A new answer in the same chat supersedes the one still being read.
+    if let Some((_, (_, older))) = st.gateway.running.remove(&session) {
+        older.cancel();
+    }
+    st.gateway
+        .running
+        .insert(session.clone(), (number, cancel.clone()));
+    let (started, message) = tokio::sync::oneshot::channel();
+    let reading = Reading {
+        started: Some(started),
+        cancel: Some(cancel.clone()),
+    };
+    {
+        let (st, session) = (st.clone(), session.clone());
+        tokio::spawn(async move {
+            let out =
+                ingest_stream::read(st.clone(), session.clone(), resp.bytes_stream(), reading)
+                    .await;
+            if let Err(p) = out {
+                warn!(code = %p.code, detail = %p.detail, "reading the upstream answer failed");
+            }
+            st.gateway
+                .running
+                .remove_if(&session, |_, (n, _)| *n == number);
+        });
+    }
+    let message_id = message.await.map_err(|_| {
+        Problem::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_empty",
+            "Upstream answered nothing",
+            "the upstream chat route's answer held no message",
+        )
+    })?;
+    let slot = st.limits.subscribe(&session)?;
+    let feed = st
+        .registry
+        .message(&session, MessagePick::Id(message_id.clone()))
+        .await?
+        .ok_or_else(|| Problem::not_found(format!("message {message_id} is gone")))?;
+    let bytes = ui::message_stream(
+        st.registry.clone(),
+        session,
+        feed,
+        st.cfg.stream.replay_page,
+    );
+    let bytes = futures_util::StreamExt::map(bytes, move |b| {
+        let _ = &slot;
+        b
+    });
+    Ok(ui::response(bytes, st.heartbeat(), st.shutdown.clone()))
+}
+
+/// The user's message of a chat request (the last message, when it is the
+/// user's) as the session's `turn.submitted`, deduplicated by its id.
+async fn record_user_message(st: &AppState, session: &str, request: &Value) -> Result<(), Problem> {
+    let Some(last) = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| m.last())
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+    else {
+        return Ok(());
+    };
+    let Some(id) = last
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|i| !i.is_empty())
+    else {
+        return Ok(());
+    };
+    let text: String = last
+        .get("parts")
+        .and_then(Value::as_array)
+        .map(|ps| {
+            ps.iter()
+                .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("")
+        })
+        .unwrap_or_default();
+    let event = json!({"id": format!("chat-user:{id}"), "type": "turn.submitted",
+                       "turnId": id, "messageId": id, "payload": {"text": text}});
+    let limits = crate::event::Limits {
+        inline_payload_bytes: st.cfg.ingest.inline_payload_bytes,
+        hard_payload_bytes: st.cfg.ingest.hard_payload_bytes,
+        max_string_bytes: st.cfg.limits.max_string_bytes,
+        max_depth: st.cfg.limits.max_depth,
+    };
+    let n = normalize(event, &limits).map_err(|issues| {
+        Problem::bad_request(
+            "invalid_chat_request",
+            issues
+                .first()
+                .map_or_else(String::new, |i| i.message.clone()),
+        )
+    })?;
+    st.registry
+        .ingest(
+            session,
+            vec![IncomingEvent {
+                index: 0,
+                fact: n.fact,
+                warnings: n.warnings,
+            }],
+        )
+        .await?;
+    Ok(())
+}
+
+/// The gateway of the state, shared.
+pub type SharedGateway = Arc<Gateway>;

@@ -1,0 +1,249 @@
+//! The AI SDK chat gateway (`POST /v1/chat` with `[upstream] chat_url`)
+//! against a local upstream route that streams a UI message stream as the
+//! test tells it to: the browser's answer comes from the session's log, the
+//! upstream run goes on when the browser leaves, another tab resumes, and a
+//! `cancel` control aborts the upstream request.
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::routing::post;
+use axum::Router;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+use crate::common::{Sse, TestServer};
+
+/// One scripted answer: `first` at once, then `rest` once the test opens
+/// the gate. `dropped` is notified when the gateway lets go of the body
+/// (an aborted upstream request).
+struct Script {
+    first: Vec<Value>,
+    gate: Arc<Notify>,
+    rest: Vec<Value>,
+    dropped: Arc<Notify>,
+}
+
+/// An upstream AI SDK route: each request's body is recorded, and it
+/// answers with the next script.
+#[derive(Clone, Default)]
+struct Upstream {
+    bodies: Arc<Mutex<Vec<Value>>>,
+    scripts: Arc<Mutex<Vec<Script>>>,
+}
+
+/// Notifies when dropped.
+struct OnDrop(Arc<Notify>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        self.0.notify_one();
+    }
+}
+
+fn sse(c: &Value) -> Result<Bytes, std::io::Error> {
+    Ok(Bytes::from(format!("data: {c}\n\n")))
+}
+
+async fn route(State(u): State<Upstream>, body: Bytes) -> axum::response::Response {
+    u.bodies
+        .lock()
+        .unwrap()
+        .push(serde_json::from_slice(&body).unwrap());
+    let script = u.scripts.lock().unwrap().remove(0);
+    let guard = OnDrop(script.dropped.clone());
+    let first = futures_util::stream::iter(script.first.iter().map(sse).collect::<Vec<_>>());
+    let gate = script.gate.clone();
+    let rest: Vec<_> = script.rest.iter().map(sse).collect();
+    let later = futures_util::stream::once(async move {
+        gate.notified().await;
+        futures_util::stream::iter(rest)
+    })
+    .flatten();
+    let body = first.chain(later).map(move |b| {
+        let _ = &guard;
+        b
+    });
+    axum::response::Response::builder()
+        .header("content-type", "text/event-stream")
+        .header("x-vercel-ai-ui-message-stream", "v1")
+        .body(Body::from_stream(body))
+        .unwrap()
+}
+
+impl Upstream {
+    async fn start() -> (Upstream, String) {
+        let u = Upstream::default();
+        let app = Router::new()
+            .route("/api/chat", post(route))
+            .with_state(u.clone());
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        (u, format!("http://{addr}/api/chat"))
+    }
+
+    /// Answer the next request with `first`, then `rest` after the gate.
+    fn script(&self, first: Vec<Value>, rest: Vec<Value>) -> (Arc<Notify>, Arc<Notify>) {
+        let (gate, dropped) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        self.scripts.lock().unwrap().push(Script {
+            first,
+            gate: gate.clone(),
+            rest,
+            dropped: dropped.clone(),
+        });
+        (gate, dropped)
+    }
+}
+
+async fn gateway() -> (TestServer, Upstream) {
+    let (up, url) = Upstream::start().await;
+    let srv = TestServer::builder()
+        .config(|c| {
+            c.controls.allowed_hosts = vec!["127.0.0.1".into()];
+            c.controls.signing_secret = "gateway-test".into();
+            c.upstream.chat_url = url;
+        })
+        .start()
+        .await;
+    (srv, up)
+}
+
+fn chat_request(chat: &str, user_id: &str, text: &str) -> Value {
+    json!({"id": chat, "trigger": "submit-message",
+           "messages": [{"id": user_id, "role": "user", "parts": [{"type": "text", "text": text}]}]})
+}
+
+async fn post_chat(srv: &TestServer, body: &Value) -> reqwest::Response {
+    srv.http
+        .post(srv.url("/v1/chat"))
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The next UI message chunk of an AI SDK stream.
+async fn chunk(s: &mut Sse) -> Value {
+    s.next().await.expect("a chunk").data
+}
+
+#[tokio::test]
+async fn the_answer_comes_from_the_log_and_outlives_the_browser() {
+    let (srv, up) = gateway().await;
+    let (gate, _) = up.script(
+        vec![
+            json!({"type": "start", "messageId": "a1"}),
+            json!({"type": "text-start", "id": "t"}),
+            json!({"type": "text-delta", "id": "t", "delta": "Hel"}),
+        ],
+        vec![
+            json!({"type": "text-delta", "id": "t", "delta": "lo."}),
+            json!({"type": "text-end", "id": "t"}),
+            json!({"type": "finish"}),
+        ],
+    );
+    let request = chat_request("chat-1", "u1", "Hi there");
+    let resp = post_chat(&srv, &request).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-vercel-ai-ui-message-stream"], "v1");
+    let mut browser = Sse::from_response(resp);
+    assert_eq!(chunk(&mut browser).await["type"], "start");
+    let mut text = String::new();
+    while text != "Hel" {
+        let c = chunk(&mut browser).await;
+        if c["type"] == "text-delta" {
+            text.push_str(c["delta"].as_str().unwrap());
+        }
+    }
+    assert_eq!(
+        up.bodies.lock().unwrap()[0],
+        request,
+        "the body goes unchanged"
+    );
+    // The browser leaves; another tab resumes; the upstream run goes on.
+    drop(browser);
+    let r = srv
+        .http
+        .get(srv.url("/v1/chat/chat-1/stream"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{:?}", r.text().await);
+    let mut tab = Sse::from_response(r);
+    gate.notify_one();
+    let mut resumed = String::new();
+    loop {
+        let c = chunk(&mut tab).await;
+        if c["type"] == "text-delta" {
+            resumed.push_str(c["delta"].as_str().unwrap());
+        }
+        if c["type"] == "finish" {
+            break;
+        }
+    }
+    assert_eq!(resumed, "Hello.");
+    let snap = srv.snapshot("chat-1").await;
+    let ms = snap["state"]["messages"].as_array().unwrap();
+    assert_eq!(ms[0]["id"], "u1");
+    assert_eq!(ms[0]["parts"][0]["text"], "Hi there");
+    assert_eq!(ms[1]["id"], "a1");
+    assert_eq!(ms[1]["status"], "complete");
+    assert_eq!(ms[1]["parts"][0]["text"], "Hello.");
+}
+
+#[tokio::test]
+async fn a_cancel_control_aborts_the_upstream_request() {
+    let (srv, up) = gateway().await;
+    let (_gate, dropped) = up.script(
+        vec![
+            json!({"type": "start", "messageId": "a2"}),
+            json!({"type": "text-delta", "id": "t", "delta": "Once upon"}),
+        ],
+        vec![json!({"type": "finish"})],
+    );
+    let resp = post_chat(&srv, &chat_request("chat-2", "u1", "Write a long essay")).await;
+    let mut browser = Sse::from_response(resp);
+    while chunk(&mut browser).await["type"] != "text-delta" {}
+    let r = srv
+        .http
+        .post(srv.url("/v1/sessions/chat-2/controls"))
+        .json(&json!({"type": "cancel"}))
+        .send()
+        .await
+        .unwrap();
+    let (status, v) = (r.status().as_u16(), r.json::<Value>().await.unwrap());
+    assert_eq!(
+        (status, v["status"].as_str()),
+        (202, Some("cancelled")),
+        "{v}"
+    );
+    // The upstream sees its response dropped: the request is aborted.
+    tokio::time::timeout(std::time::Duration::from_secs(10), dropped.notified())
+        .await
+        .expect("the upstream request is aborted");
+    // The browser's stream ends with an abort; the session says cancelled.
+    while chunk(&mut browser).await["type"] != "abort" {}
+    let snap = srv.snapshot("chat-2").await;
+    assert_eq!(snap["state"]["runtime"]["status"], "cancelled");
+    assert_eq!(snap["state"]["messages"][1]["status"], "aborted");
+}
+
+#[tokio::test]
+async fn without_an_upstream_the_gateway_says_so() {
+    let srv = TestServer::builder().start().await;
+    let r = post_chat(&srv, &chat_request("c", "u", "hi")).await;
+    assert_eq!(r.status(), 409);
+    let p: Value = r.json().await.unwrap();
+    assert_eq!(p["code"], "no_upstream");
+    let r = srv
+        .http
+        .post(srv.url("/v1/chat"))
+        .json(&json!({"messages": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+}
