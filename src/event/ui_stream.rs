@@ -36,6 +36,8 @@ pub enum Mapped {
 #[derive(Debug, Clone)]
 pub struct UiStream {
     message_id: String,
+    /// The approval id asked for each tool call (`tool-approval-request`).
+    approvals: Vec<(String, String)>,
     index: u64,
     started: bool,
     ended: bool,
@@ -46,6 +48,7 @@ impl UiStream {
     pub fn new(fallback: impl Into<String>) -> Self {
         UiStream {
             message_id: fallback.into(),
+            approvals: Vec::new(),
             index: 0,
             started: false,
             ended: false,
@@ -181,11 +184,40 @@ impl UiStream {
                 "tool.failed",
                 json!({"toolCallId": s("toolCallId"), "payload": {"error": s("errorText")}}),
             )),
-            "tool-output-denied" => one(self.event(
-                "tool.failed",
-                json!({"toolCallId": s("toolCallId"),
-                       "payload": {"error": "denied", "failureCategory": "denied"}}),
-            )),
+            // An approval the producer asks for is the session's action; the
+            // producer's own answer to it resolves it.
+            "tool-approval-request" => {
+                let (aid, tcid) = (s("approvalId").unwrap_or_default(), s("toolCallId").unwrap_or_default());
+                self.approvals.push((tcid.to_string(), aid.to_string()));
+                one(self.event(
+                    "action.required",
+                    json!({"actionId": aid, "toolCallId": tcid,
+                           "payload": {"actionType": "tool_approval", "question": s("reason")}}),
+                ))
+            }
+            "tool-approval-response" => {
+                let approved = chunk.get("approved").and_then(Value::as_bool) == Some(true);
+                one(self.event(
+                    "action.resolved",
+                    json!({"actionId": s("approvalId"),
+                           "payload": {"decision": if approved { "approved" } else { "denied" },
+                                       "reason": s("reason")}}),
+                ))
+            }
+            "tool-output-denied" => {
+                let tcid = s("toolCallId").unwrap_or_default();
+                match self.approvals.iter().find(|(t, _)| t == tcid).map(|(_, a)| a.clone()) {
+                    Some(aid) => one(self.event(
+                        "action.resolved",
+                        json!({"actionId": aid, "toolCallId": tcid, "payload": {"decision": "denied"}}),
+                    )),
+                    None => one(self.event(
+                        "tool.failed",
+                        json!({"toolCallId": tcid,
+                               "payload": {"error": "denied", "failureCategory": "denied"}}),
+                    )),
+                }
+            }
             "source-url" => one(self.event(
                 "evidence.changed",
                 json!({"evidenceId": s("sourceId"), "payload": {"url": s("url"), "title": s("title")}}),
@@ -364,7 +396,7 @@ mod tests {
         assert_eq!(e[0]["type"], "ui.chunk", "a data part passes as it is");
         assert_eq!(e[0]["payload"]["chunk"]["type"], "data-weather");
         assert!(matches!(
-            s.map(&json!({"type": "tool-approval-request", "approvalId": "a"})),
+            s.map(&json!({"type": "tool-input-end", "toolCallId": "c"})),
             Mapped::Warning(CHUNK_NOT_PROJECTED, _)
         ));
         assert!(matches!(

@@ -8,11 +8,68 @@ use serde_json::{json, Value};
 use super::plans::MAX_PLAN_CHARS;
 use super::public_state::{ActionEntry, ActionRequest, Severity};
 use super::reducer::{nonempty, truncate, Reducer};
+use super::ui_message::ToolState;
+use super::Chunk;
 
 /// Characters kept of a request's question or detail.
 const MAX_REQUEST_TEXT: usize = 4_000;
 
+/// A decision word that refuses (`reject`, `rejected`, `deny`, `denied`, ...).
+fn is_denial(decision: Option<&str>) -> bool {
+    decision.is_some_and(|d| {
+        let d = d.to_ascii_lowercase();
+        d.starts_with("reject")
+            || d.starts_with("deny")
+            || d.starts_with("denied")
+            || d == "declined"
+    })
+}
+
 impl<'a> Reducer<'a> {
+    /// An action that names a tool call is that call's approval, the AI SDK
+    /// way: `tool-approval-request` in its tool part (approval id = action
+    /// id), while the part still waits for its output.
+    fn ask_tool_approval(&mut self, aid: &str) {
+        let Some(tcid) = self.state.actions[aid].tool_call_id.clone() else {
+            return;
+        };
+        let Some((msg, state)) = self.tool_part(&tcid) else {
+            return;
+        };
+        if matches!(state, ToolState::InputStreaming | ToolState::InputAvailable) {
+            let reason = self.state.actions[aid]
+                .request
+                .question
+                .clone()
+                .or_else(|| self.state.actions[aid].title.clone());
+            self.emit(
+                &msg,
+                Chunk::ToolApprovalRequest {
+                    approval_id: aid.to_string(),
+                    tool_call_id: tcid,
+                    reason,
+                },
+            );
+        }
+    }
+
+    /// The runtime refused the call it asked approval for: `tool-output-denied`.
+    fn deny_tool(&mut self, tcid: &str) {
+        if let Some((msg, ToolState::ApprovalRequested)) = self.tool_part(tcid) {
+            self.emit(
+                &msg,
+                Chunk::ToolOutputDenied {
+                    tool_call_id: tcid.to_string(),
+                },
+            );
+            if let Some(t) = self.state.tools.get_mut(tcid) {
+                t.status = "denied".into();
+                t.updated_cursor = self.cursor;
+            }
+            self.touch("tools", tcid.to_string());
+        }
+    }
+
     /// The `data-action-request` card: the entry as the snapshot has it,
     /// minus the bookkeeping cursors and message id.
     fn action_card(e: &ActionEntry) -> Value {
@@ -113,6 +170,7 @@ impl<'a> Reducer<'a> {
                 self.put_data_part(&msg, "action-request", &aid, card);
                 self.state.actions[&aid].message_id = Some(msg);
             }
+            self.ask_tool_approval(&aid);
             self.on_wait();
         } else {
             let decision = self.first_str(&["decision"]);
@@ -129,8 +187,12 @@ impl<'a> Reducer<'a> {
                     e.resolved_cursor = Some(cursor);
                     let card = Self::action_card(e);
                     let msg = e.message_id.clone();
+                    let (tool, denied) = (e.tool_call_id.clone(), is_denial(e.decision.as_deref()));
                     if let Some(msg) = msg.filter(|m| self.msg(m).is_some()) {
                         self.put_data_part(&msg, "action-request", &aid, card);
+                    }
+                    if let (Some(tcid), true) = (tool, denied) {
+                        self.deny_tool(&tcid);
                     }
                 }
                 None => {

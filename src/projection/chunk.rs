@@ -86,6 +86,12 @@ pub enum Chunk {
     ToolOutputDenied {
         tool_call_id: String,
     },
+    /// A person is asked to approve the call (`approvalId` = the action id).
+    ToolApprovalRequest {
+        approval_id: String,
+        tool_call_id: String,
+        reason: Option<String>,
+    },
     SourceUrl {
         source_id: String,
         url: String,
@@ -161,6 +167,7 @@ impl Chunk {
             Chunk::ToolOutputAvailable { .. } => Borrowed("tool-output-available"),
             Chunk::ToolOutputError { .. } => Borrowed("tool-output-error"),
             Chunk::ToolOutputDenied { .. } => Borrowed("tool-output-denied"),
+            Chunk::ToolApprovalRequest { .. } => Borrowed("tool-approval-request"),
             Chunk::SourceUrl { .. } => Borrowed("source-url"),
             Chunk::SourceDocument { .. } => Borrowed("source-document"),
             Chunk::File { .. } => Borrowed("file"),
@@ -265,6 +272,17 @@ impl Serialize for Chunk {
             }
             Chunk::ToolOutputDenied { tool_call_id } => {
                 m.serialize_entry("toolCallId", tool_call_id)?
+            }
+            Chunk::ToolApprovalRequest {
+                approval_id,
+                tool_call_id,
+                reason,
+            } => {
+                m.serialize_entry("approvalId", approval_id)?;
+                m.serialize_entry("toolCallId", tool_call_id)?;
+                if let Some(r) = reason {
+                    m.serialize_entry("reason", r)?;
+                }
             }
             Chunk::SourceUrl {
                 source_id,

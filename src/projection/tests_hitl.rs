@@ -225,3 +225,82 @@ fn the_request_content_survives_resolution_and_only_the_runtime_resolves() {
     );
     r.assert_replay();
 }
+
+#[test]
+fn a_tool_approval_is_the_tool_parts_approval_request_and_a_rejection_denies_it() {
+    let mut r = Run::new();
+    r.apply(F::new("e0", "run.started").turn("t"));
+    r.apply(
+        F::new("e1", "tool.started")
+            .turn("t")
+            .tool("c1")
+            .p("toolName", json!("shell"))
+            .p("input", json!({"cmd": "rm -rf build"})),
+    );
+    r.apply(
+        F::new("e2", "action.required")
+            .turn("t")
+            .action("a1")
+            .tool("c1")
+            .p("actionType", json!("tool_approval"))
+            .p("question", json!("Run it?")),
+    );
+    let part = |r: &Run| {
+        r.state()["messages"][0]["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["type"] == "tool-shell")
+            .cloned()
+            .unwrap()
+    };
+    let p = part(&r);
+    assert_eq!(p["state"], "approval-requested");
+    assert_eq!(
+        p["approval"],
+        json!({"id": "a1", "requestReason": "Run it?"})
+    );
+    // Nothing but the runtime's resolution changes it.
+    r.apply(
+        F::new("e3", "action.resolved")
+            .turn("t")
+            .action("a1")
+            .p("decision", json!("rejected")),
+    );
+    let p = part(&r);
+    assert_eq!(p["state"], "output-denied");
+    assert_eq!(r.state()["tools"]["c1"]["status"], "denied");
+    r.assert_replay();
+
+    // Approved: the part waits for its output, which then arrives as usual.
+    let mut q = Run::new();
+    q.apply(F::new("e0", "run.started").turn("t"));
+    q.apply(
+        F::new("e1", "tool.started")
+            .turn("t")
+            .tool("c2")
+            .p("toolName", json!("fetch")),
+    );
+    q.apply(
+        F::new("e2", "action.required")
+            .turn("t")
+            .action("a2")
+            .tool("c2"),
+    );
+    q.apply(
+        F::new("e3", "action.resolved")
+            .turn("t")
+            .action("a2")
+            .p("decision", json!("approved")),
+    );
+    q.apply(
+        F::new("e4", "tool.result")
+            .turn("t")
+            .tool("c2")
+            .p("summary", json!("ok")),
+    );
+    let p = &q.state()["messages"][0]["parts"][0];
+    assert_eq!(p["state"], "output-available");
+    assert_eq!(p["approval"]["id"], "a2");
+    q.assert_replay();
+}

@@ -56,7 +56,7 @@ impl<'a> Reducer<'a> {
     }
 
     /// Where a tool's part lives: `(message id, part state)` if still there.
-    fn tool_part(&self, tcid: &str) -> Option<(String, ToolState)> {
+    pub(super) fn tool_part(&self, tcid: &str) -> Option<(String, ToolState)> {
         let msg = self.state.tools.get(tcid)?.message_id.clone()?;
         let m = self.msg(&msg)?;
         let i = m.tool_index(tcid)?;
@@ -284,11 +284,12 @@ impl<'a> Reducer<'a> {
 
     /// `tool.result | tool.failed` and the tool-like ends of coding classes.
     pub fn on_tool_end(&mut self, tcid: &str, end: ToolEnd) {
-        let finished = self
-            .state
-            .tools
-            .get(tcid)
-            .is_some_and(|t| matches!(t.status.as_str(), "completed" | "failed" | "cancelled"));
+        let finished = self.state.tools.get(tcid).is_some_and(|t| {
+            matches!(
+                t.status.as_str(),
+                "completed" | "failed" | "cancelled" | "denied"
+            )
+        });
         if finished {
             self.finding(
                 "repeated_terminal_event",
@@ -454,8 +455,13 @@ impl<'a> Reducer<'a> {
             e.error_text = Some(text.into());
             e.updated_cursor = cursor;
             if let Some((msg, state)) = self.tool_part(&id) {
-                let open = matches!(state, ToolState::InputStreaming | ToolState::InputAvailable)
-                    || (state == ToolState::OutputAvailable && self.preliminary(&msg, &id));
+                let open = matches!(
+                    state,
+                    ToolState::InputStreaming
+                        | ToolState::InputAvailable
+                        | ToolState::ApprovalRequested
+                ) || (state == ToolState::OutputAvailable
+                    && self.preliminary(&msg, &id));
                 if open {
                     self.emit(
                         &msg,

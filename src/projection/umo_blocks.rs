@@ -50,6 +50,7 @@ fn tool_status(s: ToolState) -> (&'static str, &'static str) {
     match s {
         ToolState::InputStreaming => ("TOOL_CALL_ARGS", "streaming"),
         ToolState::InputAvailable => ("TOOL_CALL_END", "streaming"),
+        ToolState::ApprovalRequested => ("TOOL_CALL_END", "pending"),
         ToolState::OutputAvailable => ("TOOL_CALL_RESULT", "complete"),
         ToolState::OutputError => ("TOOL_CALL_RESULT", "error"),
         ToolState::OutputDenied => ("TOOL_CALL_RESULT", "stop"),

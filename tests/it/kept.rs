@@ -484,7 +484,7 @@ fn ui_chunks() -> Vec<Value> {
         json!({"type": "text-end", "id": "t2"}),
         json!({"type": "data-weather", "id": "w1", "data": {"temp": 3}}),
         json!({"type": "file", "url": "https://example.com/chart.png", "mediaType": "image/png"}),
-        json!({"type": "tool-approval-request", "approvalId": "ap1", "toolCallId": "c1"}),
+        json!({"type": "tool-input-end", "toolCallId": "c1"}),
         json!({"type": "finish", "messageMetadata": {"usage": {"outputTokens": 9}}}),
     ]
 }

@@ -462,3 +462,51 @@ test('ui-stream: a cancelled run ends its running tool as an error `ai` accepts,
   assert.equal(tool.state, 'output-error');
   assert.equal(tool.errorText, 'cancelled');
 });
+
+// Issue 14 item 3: an action that names a tool call is that call's approval,
+// the AI SDK way; only the runtime's resolution changes it.
+test('ui-stream: a tool approval is `tool-approval-request` in the tool part, a rejection `output-denied`', async () => {
+  const sid = session('approval');
+  const events = [
+    { type: 'tool.started', toolCallId: 'x1', payload: { toolName: 'shell', input: { cmd: 'rm -rf build' } } },
+    { type: 'action.required', actionId: 'ap-1', toolCallId: 'x1', payload: { actionType: 'tool_approval', question: 'Run it?' } },
+  ];
+  await post(server.base, sid, run(sid, events));
+  let built = await viaUiStreamUntilIdle(sid);
+  let tool = built.parts.find((p) => p.type === 'tool-shell');
+  assert.equal(tool.state, 'approval-requested');
+  assert.deepEqual(tool.approval, { id: 'ap-1', requestReason: 'Run it?' });
+  await post(server.base, sid, [
+    { id: `${sid}-rej`, type: 'action.resolved', runId: 'r1', turnId: 't1', actionId: 'ap-1', payload: { decision: 'rejected' } },
+    end(sid, 10),
+  ]);
+  const message = await ours(server.base, sid, 'm1');
+  built = await viaUiStream(server.base, sid, 'm1');
+  assertSame(built, message);
+  tool = built.parts.find((p) => p.type === 'tool-shell');
+  assert.equal(tool.state, 'output-denied');
+});
+
+/** What `ai` builds of a message still streaming: its replay, read until the stream idles. */
+async function viaUiStreamUntilIdle(sid) {
+  const ctl = new AbortController();
+  const r = await fetch(`${server.base}/v1/sessions/${sid}/messages/m1/ui-stream`, { signal: ctl.signal });
+  const reader = r.body.getReader();
+  const chunks = [];
+  const dec = new TextDecoder();
+  let text = '';
+  for (;;) {
+    const next = await Promise.race([reader.read(), new Promise((res) => setTimeout(() => res(null), 300))]);
+    if (!next || next.done) break;
+    text += dec.decode(next.value);
+  }
+  ctl.abort();
+  for (const block of text.split('\n\n')) {
+    const line = block.split('\n').find((l) => l.startsWith('data: '));
+    if (line && line !== 'data: [DONE]') chunks.push(JSON.parse(line.slice(6)));
+  }
+  const stream = new ReadableStream({ start(c) { for (const x of chunks) c.enqueue(x); c.close(); } });
+  let last;
+  for await (const m of readUIMessageStream({ stream, terminateOnError: true })) last = m;
+  return plain(last);
+}

@@ -220,6 +220,7 @@ impl Message {
                     error_text: None,
                     preliminary: None,
                     title: title.clone(),
+                    approval: None,
                 });
             }
             Chunk::ToolInputDelta { tool_call_id, .. } => {
@@ -264,6 +265,7 @@ impl Message {
                     error_text: None,
                     preliminary: None,
                     title: title.clone(),
+                    approval: None,
                 }),
             },
             Chunk::ToolOutputAvailable {
@@ -307,6 +309,26 @@ impl Message {
                     *output = None;
                     *e = Some(error_text.clone());
                     *preliminary = None;
+                }
+            }
+            Chunk::ToolApprovalRequest {
+                approval_id,
+                tool_call_id,
+                reason,
+            } => {
+                let i = self
+                    .tool_index(tool_call_id)
+                    .ok_or_else(|| err("no tool part with this toolCallId"))?;
+                if let Part::Tool {
+                    state, approval, ..
+                } = &mut self.parts[i]
+                {
+                    *state = ToolState::ApprovalRequested;
+                    let mut a = serde_json::json!({ "id": approval_id });
+                    if let Some(r) = reason {
+                        a["requestReason"] = r.clone().into();
+                    }
+                    *approval = Some(a);
                 }
             }
             Chunk::ToolOutputDenied { tool_call_id } => {

@@ -19,6 +19,8 @@ pub enum StreamState {
 pub enum ToolState {
     InputStreaming,
     InputAvailable,
+    /// The call waits for a person's approval (`tool-approval-request`).
+    ApprovalRequested,
     OutputAvailable,
     OutputError,
     OutputDenied,
@@ -48,6 +50,8 @@ pub enum Part {
         error_text: Option<String>,
         preliminary: Option<bool>,
         title: Option<String>,
+        /// `{id, requestReason?}` once an approval was asked for.
+        approval: Option<Value>,
     },
     SourceUrl {
         source_id: String,
@@ -109,6 +113,7 @@ impl Part {
                 error_text,
                 preliminary,
                 title,
+                approval,
             } => {
                 put("type", format!("tool-{tool_name}").into());
                 put("toolCallId", tool_call_id.clone().into());
@@ -127,6 +132,9 @@ impl Part {
                 }
                 if let Some(p) = preliminary {
                     put("preliminary", (*p).into());
+                }
+                if let Some(a) = approval {
+                    put("approval", a.clone());
                 }
             }
             Part::SourceUrl {
@@ -218,6 +226,7 @@ impl Part {
                 error_text: s("errorText"),
                 preliminary: o.get("preliminary").and_then(Value::as_bool),
                 title: s("title"),
+                approval: o.get("approval").cloned(),
             },
             t if t.starts_with("data-") => Part::Data {
                 name: t["data-".len()..].to_string(),

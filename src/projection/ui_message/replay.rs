@@ -67,6 +67,7 @@ impl Message {
                     error_text,
                     preliminary,
                     title,
+                    approval,
                 } => {
                     out.push(Chunk::ToolInputStart {
                         tool_call_id: tool_call_id.clone(),
@@ -79,6 +80,21 @@ impl Message {
                             tool_name: tool_name.clone(),
                             input: input.clone().unwrap_or(Value::Null),
                             title: title.clone(),
+                        });
+                    }
+                    if let Some(id) = approval
+                        .as_ref()
+                        .and_then(|a| a.get("id"))
+                        .and_then(Value::as_str)
+                    {
+                        out.push(Chunk::ToolApprovalRequest {
+                            approval_id: id.to_string(),
+                            tool_call_id: tool_call_id.clone(),
+                            reason: approval
+                                .as_ref()
+                                .and_then(|a| a.get("requestReason"))
+                                .and_then(Value::as_str)
+                                .map(str::to_string),
                         });
                     }
                     match state {
@@ -94,7 +110,9 @@ impl Message {
                         ToolState::OutputDenied => out.push(Chunk::ToolOutputDenied {
                             tool_call_id: tool_call_id.clone(),
                         }),
-                        ToolState::InputStreaming | ToolState::InputAvailable => {}
+                        ToolState::InputStreaming
+                        | ToolState::InputAvailable
+                        | ToolState::ApprovalRequested => {}
                     }
                 }
                 Part::SourceUrl {
