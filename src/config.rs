@@ -54,6 +54,9 @@ pub struct Config {
 pub struct UpstreamConfig {
     /// The AI SDK chat route `POST /v1/chat` forwards to; empty: none.
     pub chat_url: String,
+    /// Without a chat route: how long `POST /v1/chat` waits for the
+    /// session's runtime to start its answer.
+    pub start_timeout_secs: u64,
 }
 
 impl UpstreamConfig {
@@ -64,14 +67,11 @@ impl UpstreamConfig {
         }
         let url =
             http_url(&self.chat_url).ok_or("upstream.chat_url must be empty or an http(s) URL")?;
-        let allowed = allowed_hosts
-            .iter()
-            .filter_map(|h| AllowedHost::parse(h))
-            .any(|h| h.allows(&url));
-        if !allowed {
-            return Err("upstream.chat_url: its host must be on controls.allowed_hosts".into());
+        let mut hosts = allowed_hosts.iter().filter_map(|h| AllowedHost::parse(h));
+        match hosts.any(|h| h.allows(&url)) {
+            true => Ok(()),
+            false => Err("upstream.chat_url: its host must be on controls.allowed_hosts".into()),
         }
-        Ok(())
     }
 }
 
@@ -614,5 +614,29 @@ mod tests {
             &Overrides::default(),
         );
         assert!(matches!(e, Err(ConfigError::MissingFile(_))));
+    }
+
+    #[test]
+    fn the_chat_upstream_must_be_on_the_allowlist() {
+        let load = |vars: &[(&str, &str)]| Config::load(None, env(vars), &Overrides::default());
+        let e = load(&[(
+            "PROJECTOR_UPSTREAM__CHAT_URL",
+            "http://chat.internal:3000/api/chat",
+        )]);
+        match e {
+            Err(ConfigError::Invalid(m)) => assert!(m.contains("allowed_hosts"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let e = load(&[("PROJECTOR_UPSTREAM__CHAT_URL", "ftp://chat.internal/")]);
+        assert!(matches!(e, Err(ConfigError::Invalid(_))));
+        let ok = load(&[
+            (
+                "PROJECTOR_UPSTREAM__CHAT_URL",
+                "http://chat.internal:3000/api/chat",
+            ),
+            ("PROJECTOR_CONTROLS__ALLOWED_HOSTS", r#"["chat.internal"]"#),
+            ("PROJECTOR_CONTROLS__SIGNING_SECRET", "s"),
+        ]);
+        assert!(ok.is_ok(), "{ok:?}");
     }
 }

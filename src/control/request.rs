@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 /// Decisions a client may take on an action.
 pub const DECISIONS: &[&str] = &["approve", "reject", "answer"];
 /// Run controls a client may send.
-pub const CONTROL_TYPES: &[&str] = &["interrupt", "cancel", "retry", "steer", "queue"];
+pub const CONTROL_TYPES: &[&str] = &["send", "interrupt", "cancel", "retry", "steer", "queue"];
 /// Fields the server sets; a client's values for them are replaced.
 const RESERVED: &[&str] = &["kind", "sessionId", "actionId", "idempotencyKey"];
 /// Longest accepted `requestId`.

@@ -171,6 +171,7 @@ impl UiStream {
             )),
             "tool-output-available" => {
                 let preliminary = chunk.get("preliminary").and_then(Value::as_bool) == Some(true);
+                let approved = self.answered_approval(s("toolCallId"));
                 let (class, key) = if preliminary {
                     ("tool.progress", "preview")
                 } else {
@@ -178,7 +179,19 @@ impl UiStream {
                 };
                 let mut payload = Map::new();
                 payload.insert(key.into(), v("output").unwrap_or(Value::Null));
-                one(self.event(class, json!({"toolCallId": s("toolCallId"), "payload": payload})))
+                let out = self.event(class, json!({"toolCallId": s("toolCallId"), "payload": payload}));
+                // A call that was waiting for approval and now runs was approved.
+                match approved {
+                    Some(aid) if !preliminary => {
+                        let mut resolved = self.event(
+                            "action.resolved",
+                            json!({"actionId": aid, "payload": {"decision": "approved"}}),
+                        );
+                        resolved["id"] = format!("{}:{}.a", self.message_id, self.index).into();
+                        Mapped::Events(vec![resolved, out])
+                    }
+                    _ => one(out),
+                }
             }
             "tool-output-error" => one(self.event(
                 "tool.failed",
@@ -197,6 +210,8 @@ impl UiStream {
             }
             "tool-approval-response" => {
                 let approved = chunk.get("approved").and_then(Value::as_bool) == Some(true);
+                let aid = s("approvalId").unwrap_or_default();
+                self.approvals.retain(|(_, a)| a != aid);
                 one(self.event(
                     "action.resolved",
                     json!({"actionId": s("approvalId"),
@@ -206,7 +221,7 @@ impl UiStream {
             }
             "tool-output-denied" => {
                 let tcid = s("toolCallId").unwrap_or_default();
-                match self.approvals.iter().find(|(t, _)| t == tcid).map(|(_, a)| a.clone()) {
+                match self.answered_approval(Some(tcid)) {
                     Some(aid) => one(self.event(
                         "action.resolved",
                         json!({"actionId": aid, "toolCallId": tcid, "payload": {"decision": "denied"}}),
@@ -265,6 +280,13 @@ impl UiStream {
             e["id"] = format!("{}:{}.{suffix}", self.message_id, self.index).into();
         }
         e
+    }
+
+    /// The approval asked for `tool_call_id` and not yet answered, taken.
+    fn answered_approval(&mut self, tool_call_id: Option<&str>) -> Option<String> {
+        let t = tool_call_id?;
+        let i = self.approvals.iter().position(|(tc, _)| tc == t)?;
+        Some(self.approvals.remove(i).1)
     }
 
     /// The event that ends the run, once.

@@ -108,8 +108,9 @@ pub(super) fn router() -> Router<AppState> {
     responses(
         (status = 200, description = "The assistant message as a UI message stream, from the session's log", content_type = "text/event-stream", body = String),
         (status = 400, description = "Not a chat request (`invalid_chat_request`)", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "`no_upstream`: no [upstream] chat_url is configured", body = Problem, content_type = "application/problem+json"),
-        (status = 502, description = "`upstream_unreachable`, `upstream_rejected` (its status), or `upstream_empty` (no message in its answer)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`no_upstream`: no [upstream] chat_url is configured and no runtime control URL is known for the chat", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "`upstream_unreachable`, `upstream_rejected` (its status), or `upstream_empty` (no message in its answer); without an upstream, the relay's `runtime_unreachable` / `runtime_rejected`", body = Problem, content_type = "application/problem+json"),
+        (status = 504, description = "`no_answer`: without an upstream, the runtime started no assistant message within [upstream] start_timeout_secs", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all)]
@@ -137,12 +138,8 @@ pub async fn post_chat(
     caller.require(Scope::Publish, Some(&session))?;
     caller.require(Scope::Subscribe, Some(&session))?;
     let Some((client, url)) = &st.gateway.upstream else {
-        return Err(Problem::new(
-            StatusCode::CONFLICT,
-            "no_upstream",
-            "No upstream",
-            "no [upstream] chat_url is configured: POST /v1/chat has no AI SDK route to send to",
-        ));
+        caller.require(Scope::Control, Some(&session))?;
+        return via_runtime(&st, &session, &request).await;
     };
     st.limits.ingest(&session, caller.token_key(), 1)?;
     record_user_message(&st, &session, &request).await?;
@@ -229,6 +226,176 @@ pub async fn post_chat(
     Ok(ui::response(bytes, st.heartbeat(), st.shutdown.clone()))
 }
 
+/// Without an upstream, the chat goes to the session's runtime through the
+/// controls relay: approval responses in the request become decisions on
+/// their actions, a new user message a `send` control; the answer is the
+/// assistant message the runtime then starts (or continues), streamed from
+/// the log. 409 when no runtime can be reached; 504 `no_answer` when none
+/// starts within `[upstream] start_timeout_secs`.
+async fn via_runtime(st: &AppState, session: &str, request: &Value) -> Result<Response, Problem> {
+    let target = st.registry.control_target(session, None).await?;
+    let url = target.control_url.clone();
+    st.relay.target(url.as_deref()).map_err(|_| {
+        Problem::new(
+            StatusCode::CONFLICT,
+            "no_upstream",
+            "No upstream",
+            "neither an [upstream] chat_url nor a runtime's control URL is known for this chat",
+        )
+    })?;
+    // Follow the session before anything is relayed, so that no start of
+    // the runtime's answer slips by.
+    let mut sub = st.registry.subscribe(session, None, None).await?;
+    let messages = request.get("messages").and_then(Value::as_array);
+    let last = messages.and_then(|m| m.last());
+    let mut continuing = None;
+    for (approval_id, approved, reason) in approval_responses(last) {
+        let t = st
+            .registry
+            .control_target(session, Some(&approval_id))
+            .await?;
+        if t.action_status.as_deref() != Some("pending") {
+            continue;
+        }
+        let mut body = json!({"decision": if approved { "approve" } else { "reject" },
+                              "requestId": format!("chat-approval:{approval_id}")});
+        if let Some(r) = reason {
+            body["message"] = r.into();
+        }
+        let out =
+            crate::control::action_request(session, &approval_id, body.to_string().as_bytes())
+                .map_err(|e| Problem::bad_request("invalid_chat_request", e.0))?;
+        super::controls::relay(st, url.as_deref(), out).await?;
+        continuing = last
+            .and_then(|m| m.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+    }
+    if last.and_then(|m| m.get("role")).and_then(Value::as_str) == Some("user") {
+        record_user_message(st, session, request).await?;
+        let user = last.expect("a last message");
+        let id = user.get("id").and_then(Value::as_str).unwrap_or_default();
+        let body = json!({"type": "send", "requestId": format!("chat-send:{id}"),
+                          "messageId": id, "message": user_text(user)});
+        let out = crate::control::control_request(session, body.to_string().as_bytes())
+            .map_err(|e| Problem::bad_request("invalid_chat_request", e.0))?;
+        super::controls::relay(st, url.as_deref(), out).await?;
+    }
+    // The answer: the assistant message the approvals continue, if it still
+    // streams, else the next one the runtime starts.
+    let wait = Duration::from_secs(st.cfg.upstream.start_timeout_secs);
+    let pick = match continuing {
+        Some(id) => st
+            .registry
+            .message(session, MessagePick::Id(id))
+            .await?
+            .filter(|f| !f.message.is_finished()),
+        None => None,
+    };
+    let feed = match pick {
+        Some(f) => f,
+        None => {
+            let id = tokio::time::timeout(wait, next_assistant_start(&mut sub.rx))
+                .await
+                .ok()
+                .flatten()
+                .ok_or_else(|| {
+                    Problem::new(
+                        StatusCode::GATEWAY_TIMEOUT,
+                        "no_answer",
+                        "No answer",
+                        format!(
+                            "the runtime started no assistant message within {}s",
+                            wait.as_secs()
+                        ),
+                    )
+                })?;
+            st.registry
+                .message(session, MessagePick::Id(id.clone()))
+                .await?
+                .ok_or_else(|| Problem::not_found(format!("message {id} is gone")))?
+        }
+    };
+    drop(sub);
+    let slot = st.limits.subscribe(session)?;
+    let bytes = ui::message_stream(
+        st.registry.clone(),
+        session.to_string(),
+        feed,
+        st.cfg.stream.replay_page,
+    );
+    let bytes = futures_util::StreamExt::map(bytes, move |b| {
+        let _ = &slot;
+        b
+    });
+    Ok(ui::response(bytes, st.heartbeat(), st.shutdown.clone()))
+}
+
+/// The id of the next assistant message that starts in the session's feed.
+async fn next_assistant_start(
+    rx: &mut tokio::sync::broadcast::Receiver<crate::frame::SharedFrame>,
+) -> Option<String> {
+    loop {
+        let f = match rx.recv().await {
+            Ok(f) => f,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(_) => return None,
+        };
+        if f.kind != crate::frame::FrameKind::Delta {
+            continue;
+        }
+        let Ok(v) = serde_json::from_slice::<Value>(&f.json) else {
+            continue;
+        };
+        let starts = v["chunks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["role"] == "assistant" && e["chunk"]["type"] == "start");
+        if let Some(id) = starts.and_then(|e| e["messageId"].as_str()) {
+            return Some(id.to_string());
+        }
+    }
+}
+
+/// The approval responses (`addToolApprovalResponse`) in a message's tool
+/// parts: `(approval id, approved, reason)`.
+fn approval_responses(message: Option<&Value>) -> Vec<(String, bool, Option<String>)> {
+    let Some(parts) = message
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .and_then(|m| m.get("parts"))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    parts
+        .iter()
+        .filter(|p| p.get("state").and_then(Value::as_str) == Some("approval-responded"))
+        .filter_map(|p| {
+            let a = p.get("approval")?;
+            Some((
+                a.get("id")?.as_str()?.to_string(),
+                a.get("approved")?.as_bool()?,
+                a.get("reason").and_then(Value::as_str).map(str::to_string),
+            ))
+        })
+        .collect()
+}
+
+/// The text of a UI message (its text parts, joined).
+fn user_text(m: &Value) -> String {
+    m.get("parts")
+        .and_then(Value::as_array)
+        .map(|ps| {
+            ps.iter()
+                .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("")
+        })
+        .unwrap_or_default()
+}
+
 /// The user's message of a chat request (the last message, when it is the
 /// user's) as the session's `turn.submitted`, deduplicated by its id.
 async fn record_user_message(st: &AppState, session: &str, request: &Value) -> Result<(), Problem> {
@@ -247,17 +414,7 @@ async fn record_user_message(st: &AppState, session: &str, request: &Value) -> R
     else {
         return Ok(());
     };
-    let text: String = last
-        .get("parts")
-        .and_then(Value::as_array)
-        .map(|ps| {
-            ps.iter()
-                .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("")
-        })
-        .unwrap_or_default();
+    let text = user_text(last);
     let event = json!({"id": format!("chat-user:{id}"), "type": "turn.submitted",
                        "turnId": id, "messageId": id, "payload": {"text": text}});
     let limits = crate::event::Limits {

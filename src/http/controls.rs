@@ -84,6 +84,9 @@ pub struct RunControl {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ControlType {
+    /// A new user message for the runtime (what `POST /v1/chat` relays
+    /// without an upstream).
+    Send,
     Interrupt,
     Cancel,
     Retry,
@@ -178,7 +181,7 @@ pub async fn post_action(
     respond(Kind::Action, result)
 }
 
-/// Relay a run control (`interrupt`, `cancel`, `retry`, `steer`, `queue`)
+/// Relay a run control (`send`, `interrupt`, `cancel`, `retry`, `steer`, `queue`)
 /// to the session's runtime.
 #[utoipa::path(
     post,
@@ -274,7 +277,7 @@ fn invalid(code: &'static str, title: &'static str, e: control::Invalid) -> Prob
 
 /// Pick and check the URL, then relay. The relay runs in its own task, so
 /// that a client that goes away mid-relay does not cut it short.
-async fn relay(
+pub(super) async fn relay(
     st: &AppState,
     session_url: Option<&str>,
     out: Outgoing,

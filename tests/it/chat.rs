@@ -247,3 +247,112 @@ async fn without_an_upstream_the_gateway_says_so() {
         .unwrap();
     assert_eq!(r.status(), 400);
 }
+
+/// A runtime's control endpoint: records each relayed body.
+async fn runtime() -> (Arc<Mutex<Vec<Value>>>, Arc<Notify>, String) {
+    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let got = Arc::new(Notify::new());
+    let (s, g) = (seen.clone(), got.clone());
+    let app = Router::new().route(
+        "/controls",
+        post(move |body: Bytes| {
+            let (s, g) = (s.clone(), g.clone());
+            async move {
+                s.lock()
+                    .unwrap()
+                    .push(serde_json::from_slice(&body).unwrap());
+                g.notify_one();
+                "{}"
+            }
+        }),
+    );
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    (seen, got, format!("http://{addr}/controls"))
+}
+
+#[tokio::test]
+async fn without_an_upstream_the_chat_goes_to_the_runtime_and_streams_its_answer() {
+    let (seen, got, url) = runtime().await;
+    let srv = TestServer::builder()
+        .config(|c| {
+            c.controls.allowed_hosts = vec!["127.0.0.1".into()];
+            c.controls.signing_secret = "gateway-test".into();
+            c.upstream.start_timeout_secs = 5;
+        })
+        .start()
+        .await;
+    srv.post(
+        "rt",
+        &json!({"id": "o", "type": "session.opened", "payload": {"controlUrl": url}}),
+    )
+    .await;
+    let http = srv.http.clone();
+    let chat_url = srv.url("/v1/chat");
+    let pending = tokio::spawn(async move {
+        http.post(chat_url)
+            .json(&chat_request("rt", "u1", "Summarise the log"))
+            .send()
+            .await
+            .unwrap()
+    });
+    // The runtime hears a `send` with the message, and answers in the session.
+    got.notified().await;
+    let send = seen.lock().unwrap()[0].clone();
+    assert_eq!(
+        (send["kind"].as_str(), send["type"].as_str()),
+        (Some("control"), Some("send"))
+    );
+    assert_eq!(send["message"], "Summarise the log");
+    srv.post(
+        "rt",
+        &json!([
+            {"id": "a", "type": "run.started", "runId": "r", "turnId": "t2"},
+            {"id": "b", "type": "text.delta", "runId": "r", "turnId": "t2", "messageId": "ans", "payload": {"delta": "All green."}},
+            {"id": "c", "type": "run.finished", "runId": "r", "turnId": "t2"},
+        ]),
+    )
+    .await;
+    let resp = pending.await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut s = Sse::from_response(resp);
+    let mut text = String::new();
+    loop {
+        let c = chunk(&mut s).await;
+        if c["type"] == "text-delta" {
+            text.push_str(c["delta"].as_str().unwrap());
+        }
+        if c["type"] == "finish" {
+            break;
+        }
+    }
+    assert_eq!(text, "All green.");
+    let snap = srv.snapshot("rt").await;
+    assert_eq!(
+        snap["state"]["messages"][0]["parts"][0]["text"],
+        "Summarise the log"
+    );
+}
+
+#[tokio::test]
+async fn without_an_upstream_no_answer_in_time_is_504() {
+    let (_seen, _got, url) = runtime().await;
+    let srv = TestServer::builder()
+        .config(|c| {
+            c.controls.allowed_hosts = vec!["127.0.0.1".into()];
+            c.controls.signing_secret = "gateway-test".into();
+            c.upstream.start_timeout_secs = 1;
+        })
+        .start()
+        .await;
+    srv.post(
+        "quiet",
+        &json!({"id": "o", "type": "session.opened", "payload": {"controlUrl": url}}),
+    )
+    .await;
+    let r = post_chat(&srv, &chat_request("quiet", "u1", "hello?")).await;
+    assert_eq!(r.status(), 504);
+    let p: Value = r.json().await.unwrap();
+    assert_eq!(p["code"], "no_answer");
+}
