@@ -356,3 +356,79 @@ async fn without_an_upstream_no_answer_in_time_is_504() {
     let p: Value = r.json().await.unwrap();
     assert_eq!(p["code"], "no_answer");
 }
+
+#[tokio::test]
+async fn without_an_upstream_an_approval_response_is_relayed_as_the_decision() {
+    let (seen, got, url) = runtime().await;
+    let srv = TestServer::builder()
+        .config(|c| {
+            c.controls.allowed_hosts = vec!["127.0.0.1".into()];
+            c.controls.signing_secret = "gateway-test".into();
+            c.upstream.start_timeout_secs = 5;
+        })
+        .start()
+        .await;
+    srv.post(
+        "ap",
+        &json!([
+            {"id": "o", "type": "session.opened", "payload": {"controlUrl": url}},
+            {"id": "a", "type": "run.started", "runId": "r", "turnId": "t"},
+            {"id": "b", "type": "tool.started", "runId": "r", "turnId": "t", "messageId": "m1",
+             "toolCallId": "c1", "payload": {"toolName": "shell", "input": {"cmd": "ls"}}},
+            {"id": "c", "type": "action.required", "runId": "r", "turnId": "t", "actionId": "ap-1",
+             "toolCallId": "c1", "payload": {"actionType": "tool_approval"}},
+        ]),
+    )
+    .await;
+    let snap = srv.snapshot("ap").await;
+    let part = snap["state"]["messages"][0]["parts"][0].clone();
+    assert_eq!(part["state"], "approval-requested", "{part}");
+    // What `addToolApprovalResponse` + the next send put in the request.
+    let mut responded = snap["state"]["messages"][0].clone();
+    responded["parts"][0]["state"] = json!("approval-responded");
+    responded["parts"][0]["approval"] =
+        json!({"id": "ap-1", "approved": false, "reason": "too risky"});
+    let body = json!({"id": "ap", "trigger": "submit-message", "messages": [responded]});
+    let http = srv.http.clone();
+    let chat_url = srv.url("/v1/chat");
+    let pending =
+        tokio::spawn(async move { http.post(chat_url).json(&body).send().await.unwrap() });
+    got.notified().await;
+    let decision = seen.lock().unwrap()[0].clone();
+    assert_eq!(
+        (
+            decision["kind"].as_str(),
+            decision["actionId"].as_str(),
+            decision["decision"].as_str()
+        ),
+        (Some("action"), Some("ap-1"), Some("reject")),
+        "{decision}"
+    );
+    assert_eq!(decision["message"], "too risky");
+    // Still pending: only the runtime resolves it; its resolution denies the call.
+    assert_eq!(
+        srv.snapshot("ap").await["state"]["actions"]["ap-1"]["status"],
+        "pending"
+    );
+    srv.post(
+        "ap",
+        &json!([
+            {"id": "d", "type": "action.resolved", "runId": "r", "turnId": "t", "actionId": "ap-1",
+             "payload": {"decision": "rejected"}},
+            {"id": "e", "type": "run.finished", "runId": "r", "turnId": "t"},
+        ]),
+    )
+    .await;
+    let resp = pending.await.unwrap();
+    assert_eq!(resp.status(), 200, "the continued message streams");
+    let mut s = Sse::from_response(resp);
+    let mut denied = false;
+    loop {
+        let c = chunk(&mut s).await;
+        denied |= c["type"] == "tool-output-denied";
+        if c["type"] == "finish" {
+            break;
+        }
+    }
+    assert!(denied, "the browser sees the denial");
+}
