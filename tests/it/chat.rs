@@ -272,22 +272,32 @@ async fn runtime() -> (Arc<Mutex<Vec<Value>>>, Arc<Notify>, String) {
     (seen, got, format!("http://{addr}/controls"))
 }
 
-#[tokio::test]
-async fn without_an_upstream_the_chat_goes_to_the_runtime_and_streams_its_answer() {
+/// A server with no upstream, whose session `session` is controlled by a
+/// local runtime (see [`runtime`]); the runtime's record of what it got.
+async fn with_runtime(
+    session: &str,
+    start_timeout_secs: u64,
+) -> (TestServer, Arc<Mutex<Vec<Value>>>, Arc<Notify>) {
     let (seen, got, url) = runtime().await;
     let srv = TestServer::builder()
         .config(|c| {
             c.controls.allowed_hosts = vec!["127.0.0.1".into()];
             c.controls.signing_secret = "gateway-test".into();
-            c.upstream.start_timeout_secs = 5;
+            c.upstream.start_timeout_secs = start_timeout_secs;
         })
         .start()
         .await;
     srv.post(
-        "rt",
+        session,
         &json!({"id": "o", "type": "session.opened", "payload": {"controlUrl": url}}),
     )
     .await;
+    (srv, seen, got)
+}
+
+#[tokio::test]
+async fn without_an_upstream_the_chat_goes_to_the_runtime_and_streams_its_answer() {
+    let (srv, seen, got) = with_runtime("rt", 5).await;
     let http = srv.http.clone();
     let chat_url = srv.url("/v1/chat");
     let pending = tokio::spawn(async move {
@@ -337,20 +347,7 @@ async fn without_an_upstream_the_chat_goes_to_the_runtime_and_streams_its_answer
 
 #[tokio::test]
 async fn without_an_upstream_no_answer_in_time_is_504() {
-    let (_seen, _got, url) = runtime().await;
-    let srv = TestServer::builder()
-        .config(|c| {
-            c.controls.allowed_hosts = vec!["127.0.0.1".into()];
-            c.controls.signing_secret = "gateway-test".into();
-            c.upstream.start_timeout_secs = 1;
-        })
-        .start()
-        .await;
-    srv.post(
-        "quiet",
-        &json!({"id": "o", "type": "session.opened", "payload": {"controlUrl": url}}),
-    )
-    .await;
+    let (srv, _seen, _got) = with_runtime("quiet", 1).await;
     let r = post_chat(&srv, &chat_request("quiet", "u1", "hello?")).await;
     assert_eq!(r.status(), 504);
     let p: Value = r.json().await.unwrap();
@@ -359,19 +356,10 @@ async fn without_an_upstream_no_answer_in_time_is_504() {
 
 #[tokio::test]
 async fn without_an_upstream_an_approval_response_is_relayed_as_the_decision() {
-    let (seen, got, url) = runtime().await;
-    let srv = TestServer::builder()
-        .config(|c| {
-            c.controls.allowed_hosts = vec!["127.0.0.1".into()];
-            c.controls.signing_secret = "gateway-test".into();
-            c.upstream.start_timeout_secs = 5;
-        })
-        .start()
-        .await;
+    let (srv, seen, got) = with_runtime("ap", 5).await;
     srv.post(
         "ap",
         &json!([
-            {"id": "o", "type": "session.opened", "payload": {"controlUrl": url}},
             {"id": "a", "type": "run.started", "runId": "r", "turnId": "t"},
             {"id": "b", "type": "tool.started", "runId": "r", "turnId": "t", "messageId": "m1",
              "toolCallId": "c1", "payload": {"toolName": "shell", "input": {"cmd": "ls"}}},
