@@ -36,6 +36,12 @@ pub enum Mapped {
 #[derive(Debug, Clone)]
 pub struct UiStream {
     message_id: String,
+    /// The producer's key of this stream (its `idempotency-key`): the same
+    /// key and chunk index is the same event, so a stream sent again is
+    /// deduplicated. Without one, each stream is new (a continuation of a
+    /// message is a new stream with the same message id).
+    key: Option<String>,
+    nonce: String,
     /// The approval id asked for each tool call (`tool-approval-request`).
     approvals: Vec<(String, String)>,
     index: u64,
@@ -45,14 +51,22 @@ pub struct UiStream {
 
 impl UiStream {
     /// A stream whose message id is `fallback` until its `start` names one.
-    pub fn new(fallback: impl Into<String>) -> Self {
+    pub fn new(fallback: impl Into<String>, key: Option<String>) -> Self {
         UiStream {
             message_id: fallback.into(),
+            key: key.filter(|k| !k.is_empty()),
+            nonce: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
             approvals: Vec::new(),
             index: 0,
             started: false,
             ended: false,
         }
+    }
+
+    /// Approvals asked before this stream (`(toolCallId, approval id)`),
+    /// which its tool outputs or denials answer.
+    pub fn expect_approvals(&mut self, approvals: Vec<(String, String)>) {
+        self.approvals.extend(approvals);
     }
 
     /// True once `finish`, `abort` or `error` ended the run.
@@ -65,10 +79,19 @@ impl UiStream {
         &self.message_id
     }
 
+    /// What the ids of this stream's events start with: the producer's
+    /// key, else the message id and a nonce of this stream.
+    fn id_prefix(&self) -> String {
+        match &self.key {
+            Some(k) => format!("ui:{k}"),
+            None => format!("{}:{}", self.message_id, self.nonce),
+        }
+    }
+
     /// An envelope event of this stream's run and message.
     fn event(&self, ty: &str, extra: Value) -> Value {
         let mut e = json!({
-            "id": format!("{}:{}", self.message_id, self.index),
+            "id": format!("{}:{}", self.id_prefix(), self.index),
             "type": ty,
             "runId": format!("ui-{}", self.message_id),
             "turnId": self.message_id,
@@ -108,7 +131,7 @@ impl UiStream {
                 Mapped::Events(mut es) => {
                     // Both come from this chunk: the run opens at `<id>:<n>.0`.
                     let mut first = opened;
-                    first["id"] = format!("{}:{}.0", self.message_id, self.index).into();
+                    first["id"] = format!("{}:{}.0", self.id_prefix(), self.index).into();
                     es.insert(0, first);
                     Mapped::Events(es)
                 }
@@ -187,7 +210,7 @@ impl UiStream {
                             "action.resolved",
                             json!({"actionId": aid, "payload": {"decision": "approved"}}),
                         );
-                        resolved["id"] = format!("{}:{}.a", self.message_id, self.index).into();
+                        resolved["id"] = format!("{}:{}.a", self.id_prefix(), self.index).into();
                         Mapped::Events(vec![resolved, out])
                     }
                     _ => one(out),
@@ -277,7 +300,7 @@ impl UiStream {
     fn passthrough(&self, chunk: Value, suffix: &str) -> Value {
         let mut e = self.event("ui.chunk", json!({"payload": {"chunk": chunk}}));
         if !suffix.is_empty() {
-            e["id"] = format!("{}:{}.{suffix}", self.message_id, self.index).into();
+            e["id"] = format!("{}:{}.{suffix}", self.id_prefix(), self.index).into();
         }
         e
     }
@@ -309,7 +332,7 @@ impl UiStream {
             "run.canceled",
             json!({"payload": {"reason": "cancelled by the user"}}),
         );
-        e["id"] = format!("{}:cancel", self.message_id).into();
+        e["id"] = format!("{}:cancel", self.id_prefix()).into();
         Some(e)
     }
 
@@ -325,7 +348,7 @@ impl UiStream {
             "run.finished",
             json!({"payload": {"outcome": "interrupted", "reason": why}}),
         );
-        e["id"] = format!("{}:cut", self.message_id).into();
+        e["id"] = format!("{}:cut", self.id_prefix()).into();
         Some(e)
     }
 }
@@ -385,10 +408,19 @@ mod tests {
 
     #[test]
     fn a_stream_becomes_the_facts_of_one_run_with_stable_ids() {
-        let mut s = UiStream::new("fallback");
+        let mut s = UiStream::new("fallback", None);
         let e = events(s.map(&json!({"type": "start", "messageId": "m1"})));
         assert_eq!(e[0]["type"], "run.started");
-        assert_eq!(e[0]["id"], "m1:0");
+        let prefix = e[0]["id"]
+            .as_str()
+            .unwrap()
+            .strip_suffix(":0")
+            .unwrap()
+            .to_string();
+        assert!(
+            prefix.starts_with("m1:"),
+            "without a key: the message id and a nonce: {prefix}"
+        );
         assert_eq!(e[0]["runId"], "ui-m1");
         assert!(events(s.map(&json!({"type": "text-start", "id": "t"}))).is_empty());
         let e = events(s.map(&json!({"type": "text-delta", "id": "t", "delta": "Hi"})));
@@ -396,7 +428,7 @@ mod tests {
             (e[0]["type"].as_str(), e[0]["partId"].as_str()),
             (Some("text.delta"), Some("t"))
         );
-        assert_eq!(e[0]["id"], "m1:2");
+        assert_eq!(e[0]["id"], format!("{prefix}:2"));
         let e = events(s.map(&json!({"type": "tool-output-available", "toolCallId": "c", "output": 1, "preliminary": true})));
         assert_eq!(e[0]["type"], "tool.progress");
         let e = events(s.map(&json!({"type": "finish"})));
@@ -407,7 +439,7 @@ mod tests {
 
     #[test]
     fn a_cut_stream_ends_interrupted_and_unknown_chunks_are_said() {
-        let mut s = UiStream::new("m9");
+        let mut s = UiStream::new("m9", Some("k9".into()));
         let e = events(s.map(&json!({"type": "text-delta", "id": "t", "delta": "x"})));
         assert_eq!(
             e[0]["type"], "run.started",
@@ -427,7 +459,7 @@ mod tests {
         ));
         let cut = s.cut("the body was cut").unwrap();
         assert_eq!(cut["payload"]["outcome"], "interrupted");
-        assert_eq!(cut["id"], "m9:cut");
+        assert_eq!(cut["id"], "ui:k9:cut", "with the producer's key");
     }
 
     #[test]

@@ -181,9 +181,20 @@ pub async fn post_chat(
         .running
         .insert(session.clone(), (number, cancel.clone()));
     let (started, message) = tokio::sync::oneshot::channel();
+    // The route answers the approvals the request responds to with its
+    // tool outputs or denials: those resolve the session's actions.
+    let last = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| m.last());
     let reading = Reading {
         started: Some(started),
         cancel: Some(cancel.clone()),
+        approvals: approval_responses(last)
+            .into_iter()
+            .map(|(tcid, aid, _, _)| (tcid, aid))
+            .collect(),
+        key: None,
     };
     {
         let (st, session) = (st.clone(), session.clone());
@@ -249,7 +260,7 @@ async fn via_runtime(st: &AppState, session: &str, request: &Value) -> Result<Re
     let messages = request.get("messages").and_then(Value::as_array);
     let last = messages.and_then(|m| m.last());
     let mut continuing = None;
-    for (approval_id, approved, reason) in approval_responses(last) {
+    for (_, approval_id, approved, reason) in approval_responses(last) {
         let t = st
             .registry
             .control_target(session, Some(&approval_id))
@@ -359,8 +370,8 @@ async fn next_assistant_start(
 }
 
 /// The approval responses (`addToolApprovalResponse`) in a message's tool
-/// parts: `(approval id, approved, reason)`.
-fn approval_responses(message: Option<&Value>) -> Vec<(String, bool, Option<String>)> {
+/// parts: `(toolCallId, approval id, approved, reason)`.
+fn approval_responses(message: Option<&Value>) -> Vec<(String, String, bool, Option<String>)> {
     let Some(parts) = message
         .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
         .and_then(|m| m.get("parts"))
@@ -374,6 +385,7 @@ fn approval_responses(message: Option<&Value>) -> Vec<(String, bool, Option<Stri
         .filter_map(|p| {
             let a = p.get("approval")?;
             Some((
+                p.get("toolCallId")?.as_str()?.to_string(),
                 a.get("id")?.as_str()?.to_string(),
                 a.get("approved")?.as_bool()?,
                 a.get("reason").and_then(Value::as_str).map(str::to_string),

@@ -100,7 +100,11 @@ pub async fn post_events(
         Incoming::UiStream => {
             // One stream is one request for the rate limits.
             st.limits.ingest(&session.0, caller.token_key(), 1)?;
-            return super::ingest_stream::ingest(st.clone(), session.0, body)
+            let key = headers
+                .get("idempotency-key")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            return super::ingest_stream::ingest(st.clone(), session.0, key, body)
                 .await
                 .map(Json);
         }

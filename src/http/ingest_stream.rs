@@ -22,6 +22,7 @@ use crate::session::{IncomingEvent, IngestOutcome, Warning};
 pub(super) async fn ingest(
     st: AppState,
     session: String,
+    key: Option<String>,
     body: Body,
 ) -> Result<IngestOutcome, Problem> {
     // The reading outlives the request: a producer that disconnects does
@@ -30,7 +31,10 @@ pub(super) async fn ingest(
         st,
         session,
         body.into_data_stream(),
-        Reading::default(),
+        Reading {
+            key,
+            ..Reading::default()
+        },
     ));
     task.await.map_err(|e| Problem::internal(&e))?
 }
@@ -43,6 +47,11 @@ pub(super) struct Reading {
     /// Cancelled: the run ends as cancelled, and the body is dropped (which
     /// aborts an upstream request).
     pub cancel: Option<tokio_util::sync::CancellationToken>,
+    /// Approvals asked earlier (`(toolCallId, approval id)`) that this
+    /// stream may answer (the chat request carried the user's response).
+    pub approvals: Vec<(String, String)>,
+    /// The producer's key of the stream (its `idempotency-key` header).
+    pub key: Option<String>,
 }
 
 /// What the stream has added up to.
@@ -93,7 +102,11 @@ where
     let cancel = reading.cancel.clone().unwrap_or_default();
     let mut cancelled = false;
     let mut buf: Vec<u8> = Vec::new();
-    let mut stream = UiStream::new(format!("ui-{}", uuid::Uuid::new_v4().simple()));
+    let mut stream = UiStream::new(
+        format!("ui-{}", uuid::Uuid::new_v4().simple()),
+        reading.key.take(),
+    );
+    stream.expect_approvals(std::mem::take(&mut reading.approvals));
     let mut tally = Tally {
         out: IngestOutcome {
             accepted: 0,

@@ -420,3 +420,61 @@ async fn without_an_upstream_an_approval_response_is_relayed_as_the_decision() {
     }
     assert!(denied, "the browser sees the denial");
 }
+
+#[tokio::test]
+async fn an_approval_round_trip_through_the_gateway_continues_the_same_message() {
+    let (srv, up) = gateway().await;
+    up.script(
+        vec![
+            json!({"type": "start", "messageId": "a1"}),
+            json!({"type": "tool-input-available", "toolCallId": "c1", "toolName": "shell", "input": {"cmd": "ls"}}),
+            json!({"type": "tool-approval-request", "approvalId": "ap1", "toolCallId": "c1"}),
+            json!({"type": "finish"}),
+        ],
+        vec![],
+    );
+    let resp = post_chat(&srv, &chat_request("chat-ap", "u1", "List the files")).await;
+    let mut s = Sse::from_response(resp);
+    while chunk(&mut s).await["type"] != "finish" {}
+    let snap = srv.snapshot("chat-ap").await;
+    assert_eq!(snap["state"]["actions"]["ap1"]["status"], "pending");
+    let mut answer = snap["state"]["messages"][1].clone();
+    assert_eq!(
+        answer["parts"][0]["state"], "approval-requested",
+        "{answer}"
+    );
+    // The user approves (`addToolApprovalResponse`); the route continues the
+    // same message with the tool's output.
+    answer["parts"][0]["state"] = json!("approval-responded");
+    answer["parts"][0]["approval"] = json!({"id": "ap1", "approved": true});
+    up.script(
+        vec![
+            json!({"type": "start", "messageId": "a1"}),
+            json!({"type": "tool-output-available", "toolCallId": "c1", "output": {"files": 3}}),
+            json!({"type": "text-start", "id": "t2"}),
+            json!({"type": "text-delta", "id": "t2", "delta": "3 files."}),
+            json!({"type": "text-end", "id": "t2"}),
+            json!({"type": "finish"}),
+        ],
+        vec![],
+    );
+    let mut messages = snap["state"]["messages"].as_array().unwrap().clone();
+    messages[1] = answer;
+    let body = json!({"id": "chat-ap", "trigger": "submit-message", "messages": messages});
+    let resp = post_chat(&srv, &body).await;
+    assert_eq!(resp.status(), 200);
+    let mut s = Sse::from_response(resp);
+    while chunk(&mut s).await["type"] != "finish" {}
+    let snap = srv.snapshot("chat-ap").await;
+    let a = &snap["state"]["actions"]["ap1"];
+    assert_eq!(
+        (a["status"].as_str(), a["decision"].as_str()),
+        (Some("resolved"), Some("approved")),
+        "{a}"
+    );
+    let m = &snap["state"]["messages"][1];
+    assert_eq!(m["id"], "a1");
+    let parts = m["parts"].as_array().unwrap();
+    assert_eq!(parts[0]["state"], "output-available", "{m}");
+    assert!(parts.iter().any(|p| p["text"] == "3 files."), "{m}");
+}

@@ -495,6 +495,7 @@ async fn post_ui_stream(srv: &TestServer, session: &str, body: reqwest::Body) ->
         .post(srv.url(&format!("/v1/sessions/{session}/events")))
         .header("content-type", "text/event-stream")
         .header("x-vercel-ai-ui-message-stream", "v1")
+        .header("idempotency-key", format!("{session}-stream-1"))
         .body(body)
         .send()
         .await
