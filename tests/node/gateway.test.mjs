@@ -19,23 +19,34 @@ const usage = {
   outputTokens: { total: 5, text: 5, reasoning: 0 },
 };
 
-/** What the mock model says: words of the answer, 15 ms apart; or an error. */
+/** A gate a test opens: the mock model holds the second half of its answer until then. */
+let gate = Promise.resolve();
+let openGate = () => {};
+function closeGate() {
+  gate = new Promise((r) => { openGate = r; });
+}
+
+/** What the mock model says: words of the answer (the second half after the
+ *  gate opens), or an error. */
 function model(fail) {
+  const words = 'It is sunny in Oslo today , with a light breeze .'.split(' ')
+    .map((w) => ({ type: 'text-delta', id: 't1', delta: `${w} ` }));
+  const head = [{ type: 'stream-start', warnings: [] }, { type: 'text-start', id: 't1' }, ...words.slice(0, 5)];
+  const tail = [...words.slice(5), { type: 'text-end', id: 't1' },
+    { type: 'finish', finishReason: { unified: 'stop', raw: 'stop' }, usage }];
+  const held = gate;
   return new MockLanguageModelV3({
     doStream: async () => ({
-      stream: simulateReadableStream({
-        chunkDelayInMs: 15,
-        chunks: fail
-          ? [{ type: 'stream-start', warnings: [] }, { type: 'error', error: new Error('model overloaded') }]
-          : [
-            { type: 'stream-start', warnings: [] },
-            { type: 'text-start', id: 't1' },
-            ...'It is sunny in Oslo today , with a light breeze .'.split(' ')
-              .map((w) => ({ type: 'text-delta', id: 't1', delta: `${w} ` })),
-            { type: 'text-end', id: 't1' },
-            { type: 'finish', finishReason: { unified: 'stop', raw: 'stop' }, usage },
-          ],
-      }),
+      stream: fail
+        ? simulateReadableStream({ chunks: [{ type: 'stream-start', warnings: [] }, { type: 'error', error: new Error('model overloaded') }] })
+        : new ReadableStream({
+          async start(c) {
+            for (const x of head) c.enqueue(x);
+            await held;
+            for (const x of tail) c.enqueue(x);
+            c.close();
+          },
+        }),
     }),
   });
 }
@@ -112,12 +123,17 @@ const text = (m) => m.parts.filter((p) => p.type === 'text').map((p) => p.text).
 
 test('useChat through the gateway: send, a second tab resumes mid-answer with identical parts', async () => {
   const sid = `gw-${process.pid}-1`;
+  closeGate();
   const first = chat(sid);
   const sending = first.chat.sendMessage({ text: 'Weather in Oslo?' });
-  // Mid-answer, a second tab (a reload) resumes from agent-projector.
+  // Mid-answer (the model holds the rest), a second tab resumes from agent-projector.
   await until(sid, (s) => s.state.messages.some((m) => m.role === 'assistant' && text(m).length > 0));
   const second = chat(sid);
-  await second.chat.resumeStream();
+  const resuming = second.chat.resumeStream();
+  // Open the gate once the second tab holds the answer so far.
+  while (second.chat.messages.length === 0) await new Promise((r) => setTimeout(r, 10));
+  openGate();
+  await resuming;
   await sending;
   assert.deepEqual(first.errors, []);
   assert.deepEqual(second.errors, []);
@@ -136,11 +152,13 @@ test('useChat through the gateway: send, a second tab resumes mid-answer with id
 
 test('the browser stopping does not stop the upstream run', async () => {
   const sid = `gw-${process.pid}-2`;
+  closeGate();
   const { chat: c } = chat(sid);
   const sending = c.sendMessage({ text: 'Weather again?' });
   await until(sid, (s) => s.state.messages.some((m) => m.role === 'assistant' && text(m).length > 0));
   await c.stop();
   await sending.catch(() => {});
+  openGate();
   const done = await until(sid, (s) => s.state.runtime.status === 'completed');
   const answer = done.state.messages.at(-1);
   assert.equal(answer.status, 'complete');
