@@ -23,6 +23,7 @@ mod coding;
 mod collaboration;
 mod evidence;
 mod input;
+mod metadata;
 mod permissions;
 mod plans;
 pub mod public_state;

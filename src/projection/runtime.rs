@@ -327,6 +327,10 @@ impl<'a> Reducer<'a> {
         if matches!(outcome, "cancelled" | "interrupted" | "failed") {
             self.end_running_tools(outcome);
         }
+        let mut ends = ends;
+        if let Some(md) = self.closing_metadata() {
+            ends.insert(0, md);
+        }
         self.close_turn_messages(&ends);
     }
 

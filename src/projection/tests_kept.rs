@@ -481,3 +481,37 @@ fn the_tool_catalog_fills_the_tools_surface_and_is_no_work() {
         "a new catalog replaces the old: {cat}"
     );
 }
+
+#[test]
+fn a_message_says_its_agent_role_model_and_the_runs_usage() {
+    let mut r = Run::new();
+    r.apply(
+        F::new("e0", "agent.spawned")
+            .agent("researcher")
+            .ids(|i| i.task_id = Some("t1".into()))
+            .p("role", json!("reviewer")),
+    );
+    r.apply(F::new("e1", "run.started").turn("t").agent("researcher"));
+    let mut f = F::new("e2", "text.delta")
+        .turn("t")
+        .agent("researcher")
+        .p("delta", json!("Found it."));
+    f.0.model = Some("gpt-test".into());
+    r.apply(f);
+    r.apply(
+        F::new("e3", "run.finished")
+            .turn("t")
+            .agent("researcher")
+            .p("usage", json!({"inputTokens": 12, "outputTokens": 3})),
+    );
+    let m = &r.state()["messages"][0];
+    assert_eq!(m["metadata"]["agentId"], "researcher");
+    assert_eq!(m["metadata"]["agentRole"], "reviewer");
+    assert_eq!(m["metadata"]["model"], "gpt-test");
+    assert_eq!(
+        m["metadata"]["usage"],
+        json!({"inputTokens": 12, "outputTokens": 3})
+    );
+    assert_eq!(m["status"], "complete");
+    r.assert_replay();
+}

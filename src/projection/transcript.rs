@@ -99,14 +99,12 @@ impl<'a> Reducer<'a> {
         m.turn_id = nonempty(self.fact.ids.turn_id.as_deref());
         m.run_id = nonempty(self.fact.ids.run_id.as_deref());
         self.state.messages.push(m);
-        // The producer's time of the fact that opened the message (the
-        // reducer reads no clock).
-        let created_at = self.fact.timestamp.clone();
+        let metadata = self.opening_metadata(role);
         self.emit(
             id,
             Chunk::Start {
                 message_id: id.to_string(),
-                message_metadata: created_at.map(|t| serde_json::json!({ "createdAt": t })),
+                message_metadata: metadata,
             },
         );
     }

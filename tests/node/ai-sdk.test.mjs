@@ -510,3 +510,19 @@ async function viaUiStreamUntilIdle(sid) {
   for await (const m of readUIMessageStream({ stream, terminateOnError: true })) last = m;
   return plain(last);
 }
+
+test('ui-stream: the message metadata `ai` builds says the agent, its role, the model and the usage', async () => {
+  const sid = session('meta');
+  await post(server.base, sid, [
+    { id: `${sid}-a`, type: 'agent.spawned', agentId: 'researcher', taskId: 'task-1', payload: { role: 'reviewer' } },
+    ...run(sid, [{ type: 'text.delta', agentId: 'researcher', model: 'gpt-test', createdAt: '2026-11-25T11:00:00Z', payload: { delta: 'Found it.' } }]),
+    { id: `${sid}-end`, type: 'run.finished', runId: 'r1', turnId: 't1', sequence: 9, payload: { usage: { inputTokens: 12, outputTokens: 3 } } },
+  ]);
+  const built = await viaUiStream(server.base, sid, 'm1');
+  const message = await ours(server.base, sid, 'm1');
+  assert.deepEqual(built.metadata, {
+    createdAt: '2026-11-25T11:00:00Z', agentId: 'researcher', agentRole: 'reviewer', model: 'gpt-test',
+    usage: { inputTokens: 12, outputTokens: 3 },
+  });
+  assert.deepEqual(message.metadata, built.metadata);
+});
