@@ -137,11 +137,12 @@ pub async fn post_chat(
         .to_string();
     caller.require(Scope::Publish, Some(&session))?;
     caller.require(Scope::Subscribe, Some(&session))?;
+    // One chat request is one request for the ingest rate limits.
+    st.limits.ingest(&session, caller.token_key(), 1)?;
     let Some((client, url)) = &st.gateway.upstream else {
         caller.require(Scope::Control, Some(&session))?;
         return via_runtime(&st, &session, &request).await;
     };
-    st.limits.ingest(&session, caller.token_key(), 1)?;
     record_user_message(&st, &session, &request).await?;
     let resp = client
         .post(url)
