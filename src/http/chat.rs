@@ -30,7 +30,6 @@ use crate::config::Config;
 use crate::error::Problem;
 use crate::event::normalize;
 use crate::session::{IncomingEvent, MessagePick};
-use crate::stream::ui;
 
 /// Largest chat request body (the whole conversation is in it).
 const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -141,7 +140,7 @@ pub async fn post_chat(
     st.limits.ingest(&session, caller.token_key(), 1)?;
     let Some((client, url)) = &st.gateway.upstream else {
         caller.require(Scope::Control, Some(&session))?;
-        return via_runtime(&st, &session, &request).await;
+        return via_runtime(&st, &caller, &session, &request).await;
     };
     record_user_message(&st, &session, &request).await?;
     let resp = client
@@ -225,17 +224,9 @@ pub async fn post_chat(
         .message(&session, MessagePick::Id(message_id.clone()))
         .await?
         .ok_or_else(|| Problem::not_found(format!("message {message_id} is gone")))?;
-    let bytes = ui::message_stream(
-        st.registry.clone(),
-        session,
-        feed,
-        st.cfg.stream.replay_page,
-    );
-    let bytes = futures_util::StreamExt::map(bytes, move |b| {
-        let _ = &slot;
-        b
-    });
-    Ok(ui::response(bytes, st.heartbeat(), st.shutdown.clone()))
+    Ok(super::streams::ui_response(
+        &st, &caller, session, feed, slot,
+    ))
 }
 
 /// Without an upstream, the chat goes to the session's runtime through the
@@ -244,7 +235,12 @@ pub async fn post_chat(
 /// assistant message the runtime then starts (or continues), streamed from
 /// the log. 409 when no runtime can be reached; 504 `no_answer` when none
 /// starts within `[upstream] start_timeout_secs`.
-async fn via_runtime(st: &AppState, session: &str, request: &Value) -> Result<Response, Problem> {
+async fn via_runtime(
+    st: &AppState,
+    caller: &Caller,
+    session: &str,
+    request: &Value,
+) -> Result<Response, Problem> {
     let target = st.registry.control_target(session, None).await?;
     let url = target.control_url.clone();
     st.relay.target(url.as_deref()).map_err(|_| {
@@ -330,17 +326,13 @@ async fn via_runtime(st: &AppState, session: &str, request: &Value) -> Result<Re
     };
     drop(sub);
     let slot = st.limits.subscribe(session)?;
-    let bytes = ui::message_stream(
-        st.registry.clone(),
+    Ok(super::streams::ui_response(
+        st,
+        caller,
         session.to_string(),
         feed,
-        st.cfg.stream.replay_page,
-    );
-    let bytes = futures_util::StreamExt::map(bytes, move |b| {
-        let _ = &slot;
-        b
-    });
-    Ok(ui::response(bytes, st.heartbeat(), st.shutdown.clone()))
+        slot,
+    ))
 }
 
 /// The id of the next assistant message that starts in the session's feed.
@@ -430,13 +422,7 @@ async fn record_user_message(st: &AppState, session: &str, request: &Value) -> R
     let text = user_text(last);
     let event = json!({"id": format!("chat-user:{id}"), "type": "turn.submitted",
                        "turnId": id, "messageId": id, "payload": {"text": text}});
-    let limits = crate::event::Limits {
-        inline_payload_bytes: st.cfg.ingest.inline_payload_bytes,
-        hard_payload_bytes: st.cfg.ingest.hard_payload_bytes,
-        max_string_bytes: st.cfg.limits.max_string_bytes,
-        max_depth: st.cfg.limits.max_depth,
-    };
-    let n = normalize(event, &limits).map_err(|issues| {
+    let n = normalize(event, &st.event_limits()).map_err(|issues| {
         Problem::bad_request(
             "invalid_chat_request",
             issues

@@ -17,8 +17,8 @@ use super::extract::read_body;
 use super::{AppState, SessionId};
 use crate::error::{Problem, ProblemItem};
 use crate::event::body::{self, BodyError, BodyFormat};
+use crate::event::normalize;
 use crate::event::normalize::code;
-use crate::event::{normalize, Limits};
 use crate::session::{IncomingEvent, IngestOutcome};
 
 pub(super) fn router() -> Router<AppState> {
@@ -126,12 +126,7 @@ pub async fn post_events(
     })?;
     st.limits
         .ingest(&session.0, caller.token_key(), values.len())?;
-    let norm_limits = Limits {
-        inline_payload_bytes: limits.inline_payload_bytes,
-        hard_payload_bytes: limits.hard_payload_bytes,
-        max_string_bytes: st.cfg.limits.max_string_bytes,
-        max_depth: st.cfg.limits.max_depth,
-    };
+    let norm_limits = st.event_limits();
     let mut events = Vec::with_capacity(values.len());
     let mut errors = Vec::new();
     for (index, raw) in values.into_iter().enumerate() {

@@ -90,12 +90,7 @@ where
     S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Send + 'static,
     E: std::fmt::Display,
 {
-    let limits = Limits {
-        inline_payload_bytes: st.cfg.ingest.inline_payload_bytes,
-        hard_payload_bytes: st.cfg.ingest.hard_payload_bytes,
-        max_string_bytes: st.cfg.limits.max_string_bytes,
-        max_depth: st.cfg.limits.max_depth,
-    };
+    let limits = st.event_limits();
     let idle = st.limits.body_timeout;
     let max = st.cfg.ingest.max_stream_bytes;
     let mut data = Box::pin(data);

@@ -77,7 +77,7 @@ pub async fn stream_message(
 }
 
 /// An AI SDK stream response that ends when the caller's token expires.
-fn ui_response(
+pub(super) fn ui_response(
     st: &AppState,
     caller: &Caller,
     session: String,
