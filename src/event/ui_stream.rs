@@ -202,6 +202,7 @@ impl UiStream {
                 };
                 let mut payload = Map::new();
                 payload.insert(key.into(), v("output").unwrap_or(Value::Null));
+                payload.insert("verbatim".into(), Value::Bool(true));
                 let out = self.event(class, json!({"toolCallId": s("toolCallId"), "payload": payload}));
                 // A call that was waiting for approval and now runs was approved.
                 match approved {

@@ -304,3 +304,73 @@ fn a_tool_approval_is_the_tool_parts_approval_request_and_a_rejection_denies_it(
     assert_eq!(p["approval"]["id"], "a2");
     q.assert_replay();
 }
+
+#[test]
+fn an_ai_sdk_producers_tool_output_is_shown_as_it_sent_it() {
+    let mut r = Run::new();
+    r.apply(F::new("e0", "run.started").turn("t"));
+    r.apply(
+        F::new("e1", "tool.started")
+            .turn("t")
+            .tool("c1")
+            .p("toolName", json!("weather"))
+            .p("input", json!({"city": "Oslo"})),
+    );
+    let part = |r: &Run| {
+        r.state()["messages"][0]["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["type"] == "tool-weather")
+            .cloned()
+            .expect("tool part")
+    };
+    // A preliminary output of a UI message stream is the producer's value.
+    r.apply(
+        F::new("e2", "tool.progress")
+            .turn("t")
+            .tool("c1")
+            .p("preview", json!({"status": "loading"}))
+            .p("verbatim", json!(true)),
+    );
+    let p = part(&r);
+    assert_eq!(
+        (p["output"].clone(), p["preliminary"].clone()),
+        (json!({"status": "loading"}), json!(true))
+    );
+    // So is the final one, however large: the app renders its own fields.
+    let big: Vec<u32> = (0..1_000).collect();
+    r.apply(
+        F::new("e3", "tool.result")
+            .turn("t")
+            .tool("c1")
+            .p("output", json!({"temperature": 7, "hours": big}))
+            .p("verbatim", json!(true)),
+    );
+    let p = part(&r);
+    assert_eq!(p["output"]["temperature"], 7, "{p}");
+    assert_eq!(p["output"]["hours"].as_array().map(Vec::len), Some(1_000));
+    assert!(p.get("preliminary").is_none());
+    // Without `verbatim` an output is a summary plus refs, as before.
+    r.apply(
+        F::new("e4", "tool.started")
+            .turn("t")
+            .tool("c2")
+            .p("toolName", json!("grep")),
+    );
+    r.apply(
+        F::new("e5", "tool.result")
+            .turn("t")
+            .tool("c2")
+            .p("output", json!({"hits": 2})),
+    );
+    let grep = r.state()["messages"][0]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["type"] == "tool-grep")
+        .cloned()
+        .unwrap();
+    assert_eq!(grep["output"], json!({"summary": {"hits": 2}, "refs": []}));
+    r.assert_replay();
+}

@@ -254,7 +254,7 @@ impl<'a> Reducer<'a> {
         }
         let preview = self
             .first_value(&["preview", "partialOutput", "outputPreview", "delta"])
-            .filter(|v| v.to_string().len() <= MAX_INLINE_SUMMARY);
+            .filter(|v| self.verbatim() || v.to_string().len() <= MAX_INLINE_SUMMARY);
         if progress.is_none() && preview.is_none() && output_refs.is_empty() {
             return;
         }
@@ -263,18 +263,24 @@ impl<'a> Reducer<'a> {
                 state,
                 ToolState::InputAvailable | ToolState::OutputAvailable
             ) {
-                let mut out = serde_json::Map::new();
-                for (k, v) in [("progress", progress), ("preview", preview)] {
-                    if let Some(v) = v {
-                        out.insert(k.into(), v);
+                let output = match (self.verbatim(), preview) {
+                    (true, Some(p)) => p,
+                    (_, preview) => {
+                        let mut out = serde_json::Map::new();
+                        for (k, v) in [("progress", progress), ("preview", preview)] {
+                            if let Some(v) = v {
+                                out.insert(k.into(), v);
+                            }
+                        }
+                        out.insert("refs".into(), json!(output_refs));
+                        Value::Object(out)
                     }
-                }
-                out.insert("refs".into(), json!(output_refs));
+                };
                 self.emit(
                     &msg,
                     Chunk::ToolOutputAvailable {
                         tool_call_id: tcid.to_string(),
-                        output: Value::Object(out),
+                        output,
                         preliminary: true,
                     },
                 );
@@ -361,8 +367,24 @@ impl<'a> Reducer<'a> {
         self.touch("tools", tcid);
     }
 
-    /// The output of a successful tool: small summary plus refs.
+    /// Whether the fact's output is the AI SDK part's output as its producer
+    /// sent it (`payload.verbatim: true`, set for UI message stream ingest):
+    /// the tool part shows it as it is, not as summary plus refs.
+    fn verbatim(&self) -> bool {
+        self.fact.payload.get("verbatim").and_then(Value::as_bool) == Some(true)
+    }
+
+    /// The output of a successful tool: small summary plus refs, or the
+    /// producer's own output when it is verbatim.
     pub fn tool_output(&self, extra: Value) -> Value {
+        if self.verbatim() {
+            return self
+                .fact
+                .payload
+                .get("output")
+                .cloned()
+                .unwrap_or(Value::Null);
+        }
         let mut out = serde_json::Map::new();
         if let Some(s) = self.first_value(&["summary", "output"]) {
             if s.to_string().len() <= MAX_INLINE_SUMMARY {

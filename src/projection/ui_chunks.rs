@@ -1,10 +1,11 @@
 //! A producer's own UI message chunks (`ui.chunk` facts, from an ingested
 //! AI SDK UI message stream): `start` opens the producer's message, and
 //! `file`, `data-*` and `message-metadata` pass into it as they are, with
-//! the AI SDK's semantics.
+//! the AI SDK's semantics; a `start` for a message it completed continues it.
 
 use super::public_state::Severity;
 use super::reducer::Reducer;
+use super::ui_message::MessageStatus;
 use super::Chunk;
 
 impl Reducer<'_> {
@@ -17,9 +18,22 @@ impl Reducer<'_> {
             return;
         };
         if raw.get("type").and_then(|t| t.as_str()) == Some("start") {
-            // The producer's message opens here, before any of its parts.
+            // The producer's message opens here, before any of its parts; a
+            // message it completed before streams again (a continuation).
             let msg = self.ensure_assistant();
-            if let Some(md) = raw.get("messageMetadata").filter(|m| m.is_object()) {
+            let md = raw.get("messageMetadata").filter(|m| m.is_object());
+            if self
+                .msg(&msg)
+                .is_some_and(|m| m.status == MessageStatus::Complete)
+            {
+                let c = Chunk::Start {
+                    message_id: msg.clone(),
+                    message_metadata: md.cloned(),
+                };
+                self.emit(&msg, c);
+                return;
+            }
+            if let Some(md) = md {
                 let c = Chunk::MessageMetadata {
                     message_metadata: md.clone(),
                 };

@@ -463,8 +463,21 @@ async fn an_approval_round_trip_through_the_gateway_continues_the_same_message()
     let body = json!({"id": "chat-ap", "trigger": "submit-message", "messages": messages});
     let resp = post_chat(&srv, &body).await;
     assert_eq!(resp.status(), 200);
+    // The browser's answer is the continued message to its new end.
     let mut s = Sse::from_response(resp);
-    while chunk(&mut s).await["type"] != "finish" {}
+    let mut seen = Vec::new();
+    loop {
+        let c = chunk(&mut s).await;
+        if c["type"] == "finish" {
+            break;
+        }
+        seen.push(c);
+    }
+    assert!(
+        seen.iter()
+            .any(|c| c["type"] == "text-delta" && c["delta"] == "3 files."),
+        "the answer goes on past the approval: {seen:?}"
+    );
     let snap = srv.snapshot("chat-ap").await;
     let a = &snap["state"]["actions"]["ap1"];
     assert_eq!(

@@ -143,6 +143,11 @@ impl Message {
             chunk_type: chunk.type_name().into_owned(),
             reason: reason.to_string(),
         };
+        // A `start` for a message that completed continues it (the AI SDK
+        // continues a message after a tool approval): it streams again.
+        if matches!(chunk, Chunk::Start { .. }) && self.status == MessageStatus::Complete {
+            self.status = MessageStatus::Streaming;
+        }
         match chunk {
             Chunk::Start {
                 message_metadata: Some(md),

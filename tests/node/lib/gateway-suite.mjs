@@ -1,0 +1,208 @@
+// The chat gateway (issue 14 item 2) with one version of the real `ai`
+// package on both sides, run once per version the project checks (the
+// pinned one and the latest 5.x). Upstream: an AI SDK route (`streamText` on
+// the SDK's own mock language model, no network, `toUIMessageStreamResponse`)
+// served by Node. Browser side: `AbstractChat` + `DefaultChatTransport`
+// pointed at agent-projector's `/v1/chat`, as `useChat` is.
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import { once } from 'node:events';
+import { Readable } from 'node:stream';
+import { startServer, snapshot, plain } from './server.mjs';
+
+export const ANSWER = 'It is sunny in Oslo today , with a light breeze .';
+
+/** The stream parts of the two language model specifications: `v2` (ai 5) and `v3` (ai 6+). */
+const SPEC = {
+  v2: {
+    finish: (reason) => ({ type: 'finish', finishReason: reason, usage: { inputTokens: 3, outputTokens: 5, totalTokens: 8 } }),
+  },
+  v3: {
+    finish: (reason) => ({
+      type: 'finish',
+      finishReason: { unified: reason, raw: reason },
+      usage: {
+        inputTokens: { total: 3, noCache: 3, cacheRead: 0, cacheWrite: 0 },
+        outputTokens: { total: 5, text: 5, reasoning: 0 },
+      },
+    }),
+  },
+};
+
+/** Text of a UIMessage's text parts. */
+export const text = (m) => m.parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
+
+/** A browser-side chat state, the one `useChat` keeps in React state. */
+class State {
+  status = 'ready';
+  error = undefined;
+  messages = [];
+  pushMessage = (m) => { this.messages = this.messages.concat(m); };
+  popMessage = () => { this.messages = this.messages.slice(0, -1); };
+  replaceMessage = (i, m) => { this.messages = this.messages.map((x, j) => (j === i ? m : x)); };
+  snapshot = (x) => structuredClone(x);
+}
+
+/**
+ * Start the upstream AI SDK route and agent-projector in front of it, and
+ * give the tests what they need. `route(messages)` may answer a request
+ * itself (return a stream of model parts) before the default words/error.
+ * Call inside a `describe`.
+ */
+export function gateway({ ai, aiTest, spec, tools, model: custom }) {
+  const parts = SPEC[spec];
+  const ctx = { answers: 0 };
+  let gate = Promise.resolve();
+  let openGate = () => {};
+  ctx.closeGate = () => { gate = new Promise((r) => { openGate = r; }); };
+  ctx.openGate = () => openGate();
+
+  /** The words of the answer (the second half after the gate opens), or an error. */
+  function stream(prompt) {
+    const last = prompt.filter((m) => m.role === 'user').at(-1);
+    const said = (last?.content ?? []).map((c) => c.text ?? '').join('');
+    const own = custom?.(prompt, parts);
+    if (own) return own;
+    if (said.includes('fail')) {
+      return aiTest.simulateReadableStream({ chunks: [{ type: 'stream-start', warnings: [] }, { type: 'error', error: new Error('model overloaded') }] });
+    }
+    const words = ANSWER.split(' ').map((w) => ({ type: 'text-delta', id: 't1', delta: `${w} ` }));
+    const head = [{ type: 'stream-start', warnings: [] }, { type: 'text-start', id: 't1' }, ...words.slice(0, 5)];
+    const tail = [...words.slice(5), { type: 'text-end', id: 't1' }, parts.finish('stop')];
+    const held = gate;
+    return new ReadableStream({
+      async start(c) {
+        for (const x of head) c.enqueue(x);
+        await held;
+        for (const x of tail) c.enqueue(x);
+        c.close();
+      },
+    });
+  }
+  const Mock = spec === 'v2' ? aiTest.MockLanguageModelV2 : aiTest.MockLanguageModelV3;
+
+  class Chat extends ai.AbstractChat {
+    constructor(options) {
+      super({ ...options, state: new State() });
+    }
+  }
+
+  let upstream;
+  before(async () => {
+    // The app's AI SDK route.
+    upstream = createServer(async (req, res) => {
+      let body = '';
+      for await (const c of req) body += c;
+      const { messages } = JSON.parse(body);
+      const model = new Mock({ doStream: async ({ prompt }) => ({ stream: stream(prompt) }) });
+      const result = ai.streamText({
+        model,
+        messages: await ai.convertToModelMessages(messages, { tools }),
+        tools,
+        onError: () => {},
+      });
+      ctx.answers += 1;
+      const n = ctx.answers;
+      const response = result.toUIMessageStreamResponse({ originalMessages: messages, generateMessageId: () => `answer-${n}` });
+      res.writeHead(response.status, Object.fromEntries(response.headers));
+      Readable.fromWeb(response.body).pipe(res);
+    }).listen(0, '127.0.0.1');
+    await once(upstream, 'listening');
+    const { port } = upstream.address();
+    ctx.server = await startServer([], {
+      PROJECTOR_UPSTREAM__CHAT_URL: `http://127.0.0.1:${port}/api/chat`,
+      PROJECTOR_CONTROLS__ALLOWED_HOSTS: JSON.stringify([`127.0.0.1:${port}`]),
+      PROJECTOR_CONTROLS__SIGNING_SECRET: 'gateway-test',
+    });
+  });
+  after(async () => {
+    await ctx.server?.stop();
+    upstream?.close();
+  });
+
+  /** A browser tab's chat on session `id`. */
+  ctx.chat = (id, options = {}) => {
+    const errors = [];
+    const chat = new Chat({
+      id,
+      transport: new ai.DefaultChatTransport({ api: `${ctx.server.base}/v1/chat` }),
+      onError: (e) => errors.push(e),
+      ...options,
+    });
+    return { chat, errors };
+  };
+
+  /** Wait until the session's snapshot satisfies `ok`. */
+  ctx.until = async (sid, ok) => {
+    for (let i = 0; i < 500; i++) {
+      const s = await snapshot(ctx.server.base, sid);
+      if (ok(s)) return s;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error(`session ${sid} never got there`);
+  };
+  return ctx;
+}
+
+/** The scenarios every `ai` version passes through the gateway. */
+export function chatScenarios(label, options) {
+  describe(`${label}: chat through the gateway`, () => {
+    const g = gateway(options);
+    const sid = (n) => `gw-${options.spec}-${process.pid}-${n}`;
+
+    test('send, and a second tab resumes mid-answer with identical parts', async () => {
+      const id = sid(1);
+      g.closeGate();
+      const first = g.chat(id);
+      const sending = first.chat.sendMessage({ text: 'Weather in Oslo?' });
+      // Mid-answer (the model holds the rest), a second tab resumes from agent-projector.
+      await g.until(id, (s) => s.state.messages.some((m) => m.role === 'assistant' && text(m).length > 0));
+      const second = g.chat(id);
+      const resuming = second.chat.resumeStream();
+      // Open the gate once the second tab holds the answer so far.
+      while (second.chat.messages.length === 0) await new Promise((r) => setTimeout(r, 10));
+      g.openGate();
+      await resuming;
+      await sending;
+      assert.deepEqual(first.errors, []);
+      assert.deepEqual(second.errors, []);
+      assert.equal(first.chat.status, 'ready');
+      const a1 = plain(first.chat.messages.at(-1));
+      const a2 = plain(second.chat.messages.at(-1));
+      assert.equal(a1.role, 'assistant');
+      assert.equal(text(a1).trim(), ANSWER);
+      assert.deepEqual(a2.parts, a1.parts, 'the second tab builds the same parts');
+      const snap = await snapshot(g.server.base, id);
+      const ours = snap.state.messages.find((m) => m.id === a1.id);
+      assert.deepEqual(ours.parts, a1.parts, 'and so does the session');
+      assert.equal(snap.state.messages[0].role, 'user');
+      assert.equal(text(snap.state.messages[0]), 'Weather in Oslo?');
+    });
+
+    test('the browser stopping does not stop the upstream run', async () => {
+      const id = sid(2);
+      g.closeGate();
+      const { chat } = g.chat(id);
+      const sending = chat.sendMessage({ text: 'Weather again?' });
+      await g.until(id, (s) => s.state.messages.some((m) => m.role === 'assistant' && text(m).length > 0));
+      await chat.stop();
+      await sending.catch(() => {});
+      g.openGate();
+      const done = await g.until(id, (s) => s.state.runtime.status === 'completed');
+      const answer = done.state.messages.at(-1);
+      assert.equal(answer.status, 'complete');
+      assert.equal(text(answer).trim(), ANSWER);
+    });
+
+    test('a failing model ends the chat in error', async () => {
+      const id = sid(3);
+      const { chat, errors } = g.chat(id);
+      await chat.sendMessage({ text: 'please fail' });
+      assert.equal(chat.status, 'error');
+      assert.equal(errors.length, 1);
+      const snap = await snapshot(g.server.base, id);
+      assert.equal(snap.state.runtime.status, 'failed');
+    });
+  });
+}
