@@ -11,32 +11,12 @@ import assert from 'node:assert/strict';
 import * as ai from 'ai';
 import * as aiTest from 'ai/test';
 import { z } from 'zod';
-import { chatScenarios, gateway, text } from './lib/gateway-suite.mjs';
+import { approvals, chatScenarios, gateway, text } from './lib/gateway-suite.mjs';
 import { snapshot, plain } from './lib/server.mjs';
 
 chatScenarios('ai (pinned)', { ai, aiTest, spec: 'v3' });
 
-const tools = {
-  shell: ai.tool({
-    description: 'Run a shell command',
-    inputSchema: z.object({ cmd: z.string() }),
-    needsApproval: true,
-    execute: async () => ({ files: 3 }),
-  }),
-};
-
-/** The model: asks for the tool, then says what the tool's result (or its denial) means. */
-function model(prompt, parts) {
-  const said = prompt.filter((m) => m.role === 'user').at(-1)?.content.map((c) => c.text ?? '').join('') ?? '';
-  if (!said.includes('files')) return undefined;
-  const result = prompt.filter((m) => m.role === 'tool').flatMap((m) => m.content).find((c) => c.type === 'tool-result');
-  const chunks = result
-    ? [{ type: 'text-start', id: 'r' },
-      { type: 'text-delta', id: 'r', delta: result.output.type === 'execution-denied' ? 'Not run.' : '3 files.' },
-      { type: 'text-end', id: 'r' }, parts.finish('stop')]
-    : [{ type: 'tool-call', toolCallId: 'call-1', toolName: 'shell', input: '{"cmd":"ls"}' }, parts.finish('tool-calls')];
-  return aiTest.simulateReadableStream({ chunks: [{ type: 'stream-start', warnings: [] }, ...chunks] });
-}
+const { tools, model } = approvals({ ai, aiTest, z });
 
 describe('tool approval through the gateway, the AI SDK way', () => {
   const g = gateway({ ai, aiTest, spec: 'v3', tools, model });

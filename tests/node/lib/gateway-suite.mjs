@@ -145,6 +145,34 @@ export function gateway({ ai, aiTest, spec, tools, model: custom }) {
   return ctx;
 }
 
+/**
+ * A tool that needs approval (`shell`, answering `{files: 3}`) and a model
+ * that asks for it when the user asks about files, then says what the
+ * tool's result (or its denial) means: "3 files." or "Not run.".
+ */
+export function approvals({ ai, aiTest, z }) {
+  const tools = {
+    shell: ai.tool({
+      description: 'Run a shell command',
+      inputSchema: z.object({ cmd: z.string() }),
+      needsApproval: true,
+      execute: async () => ({ files: 3 }),
+    }),
+  };
+  function model(prompt, parts) {
+    const said = prompt.filter((m) => m.role === 'user').at(-1)?.content.map((c) => c.text ?? '').join('') ?? '';
+    if (!said.includes('files')) return undefined;
+    const result = prompt.filter((m) => m.role === 'tool').flatMap((m) => m.content).find((c) => c.type === 'tool-result');
+    const chunks = result
+      ? [{ type: 'text-start', id: 'r' },
+        { type: 'text-delta', id: 'r', delta: result.output.type === 'execution-denied' ? 'Not run.' : '3 files.' },
+        { type: 'text-end', id: 'r' }, parts.finish('stop')]
+      : [{ type: 'tool-call', toolCallId: 'call-1', toolName: 'shell', input: '{"cmd":"ls"}' }, parts.finish('tool-calls')];
+    return aiTest.simulateReadableStream({ chunks: [{ type: 'stream-start', warnings: [] }, ...chunks] });
+  }
+  return { tools, model };
+}
+
 /** The scenarios every `ai` version passes through the gateway. */
 export function chatScenarios(label, options) {
   describe(`${label}: chat through the gateway`, () => {
