@@ -142,22 +142,27 @@ pub async fn post_chat(
         caller.require(Scope::Control, Some(&session))?;
         return via_runtime(&st, &caller, &session, &request).await;
     };
-    record_user_message(&st, &session, &request).await?;
-    let resp = client
-        .post(url)
-        .header("content-type", "application/json")
-        .body(bytes)
-        .send()
-        .await
-        .map_err(|e| {
-            warn!(error = %e, "upstream chat route unreachable");
-            Problem::new(
-                StatusCode::BAD_GATEWAY,
-                "upstream_unreachable",
-                "Upstream unreachable",
-                "the upstream chat route could not be reached",
-            )
-        })?;
+    // The user's message is made durable while the request travels to the
+    // route (which takes longer): the answer is read only once both are
+    // done, so the log keeps the user's message first.
+    let (recorded, resp) = tokio::join!(
+        record_user_message(&st, &session, &request),
+        client
+            .post(url)
+            .header("content-type", "application/json")
+            .body(bytes)
+            .send()
+    );
+    recorded?;
+    let resp = resp.map_err(|e| {
+        warn!(error = %e, "upstream chat route unreachable");
+        Problem::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_unreachable",
+            "Upstream unreachable",
+            "the upstream chat route could not be reached",
+        )
+    })?;
     if !resp.status().is_success() {
         return Err(Problem::new(
             StatusCode::BAD_GATEWAY,

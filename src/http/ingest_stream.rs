@@ -11,6 +11,7 @@
 use axum::body::Body;
 use futures_util::StreamExt;
 use serde_json::Value;
+use tokio::sync::mpsc::{self, error::TryRecvError};
 
 use super::AppState;
 use crate::error::Problem;
@@ -79,6 +80,38 @@ impl Tally {
     }
 }
 
+/// How much already-arrived body one batch of `read` takes at most.
+const GREEDY_BYTES: usize = 256 * 1024;
+
+/// How many body reads wait, read ahead, for the next batch.
+const READ_AHEAD: usize = 64;
+
+/// Read `data` in a task of its own into a bounded channel; the task ends,
+/// and drops the body (aborting an upstream request), as soon as the
+/// receiver is gone.
+fn read_ahead<S, E>(data: S) -> mpsc::Receiver<Result<bytes::Bytes, String>>
+where
+    S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel(READ_AHEAD);
+    tokio::spawn(async move {
+        let mut data = Box::pin(data);
+        loop {
+            let next = tokio::select! {
+                _ = tx.closed() => break,
+                n = data.next() => n,
+            };
+            let Some(item) = next else { break };
+            let item = item.map_err(|e| e.to_string());
+            if tx.send(item).await.is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// Read `data`, a UI message stream, into `session` as it arrives.
 pub(super) async fn read<S, E>(
     st: AppState,
@@ -88,12 +121,15 @@ pub(super) async fn read<S, E>(
 ) -> Result<IngestOutcome, Problem>
 where
     S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Send + 'static,
-    E: std::fmt::Display,
+    E: std::fmt::Display + Send + 'static,
 {
     let limits = st.event_limits();
     let idle = st.limits.body_timeout;
     let max = st.cfg.ingest.max_stream_bytes;
-    let mut data = Box::pin(data);
+    // The body is read ahead in a task of its own, so that what arrives
+    // while a batch is made durable is there for the next batch: one
+    // append for all of it, not one per network read.
+    let mut data = read_ahead(data);
     let cancel = reading.cancel.clone().unwrap_or_default();
     let mut cancelled = false;
     let mut buf: Vec<u8> = Vec::new();
@@ -112,13 +148,20 @@ where
         },
     };
     let (mut read, mut chunk_index) = (0usize, 0usize);
+    // What the greedy read below took from the body that is not data (its
+    // end, or its failure): the next turn of the loop handles it.
+    let mut held = None;
     let why = loop {
-        let next = tokio::select! {
-            n = tokio::time::timeout(idle, data.next()) => n,
+        let next = if let Some(h) = held.take() {
+            Ok(h)
+        } else {
+            tokio::select! {
+                n = tokio::time::timeout(idle, data.recv()) => n,
             _ = st.shutdown.cancelled() => break Some("the server shut down"),
             _ = cancel.cancelled() => {
                 cancelled = true;
                 break Some("cancelled");
+            }
             }
         };
         if let Ok(Some(Err(e))) = &next {
@@ -135,6 +178,27 @@ where
             break Some("the stream went over ingest.max_stream_bytes");
         }
         buf.extend_from_slice(&bytes);
+        // Whatever else has already arrived joins this batch.
+        while buf.len() < GREEDY_BYTES && read <= max {
+            match data.try_recv() {
+                Ok(Ok(b)) => {
+                    read += b.len();
+                    buf.extend_from_slice(&b);
+                }
+                Ok(Err(e)) => {
+                    held = Some(Some(Err(e)));
+                    break;
+                }
+                Err(TryRecvError::Disconnected) => {
+                    held = Some(None);
+                    break;
+                }
+                Err(TryRecvError::Empty) => break,
+            }
+        }
+        if read > max {
+            break Some("the stream went over ingest.max_stream_bytes");
+        }
         let mut raw: Vec<(usize, Value)> = Vec::new();
         let mut done = false;
         for line in ui_stream::take_events(&mut buf) {
