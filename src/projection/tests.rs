@@ -704,6 +704,21 @@ fn a_failed_run_emits_the_error_chunk_then_finish() {
         serde_json::to_value(&error.chunk).unwrap(),
         json!({"type": "error", "errorText": "model overloaded"})
     );
+    // A client that comes after the failure (a resume, a late tab) gets it
+    // too: the replay ends with the same error, then the finish.
+    let mid = error.message_id.clone().unwrap();
+    let replay = r.p.message(&mid).unwrap().replay_chunks();
+    let tail: Vec<Value> = replay[replay.len() - 2..]
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            json!({"type": "error", "errorText": "model overloaded"}),
+            json!({"type": "finish", "finishReason": "error"})
+        ]
+    );
     // Without a message of its own, the error text says what failed.
     let mut r = Run::new();
     r.apply(F::new("e1", "text.delta").turn("t").p("delta", json!("x")));

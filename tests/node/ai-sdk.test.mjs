@@ -322,6 +322,14 @@ test('useChat path: a failed run ends the chat in error with the run\'s error te
   assert.equal(errors.length, 1);
   assert.equal(errors[0].message, 'model overloaded');
   assert.equal(chat.error?.message, 'model overloaded');
+  // A client that comes after the failure reads the same end: the error, then the finish.
+  const r = await fetch(`${server.base}/v1/sessions/${sid}/messages/m1/ui-stream`);
+  const chunks = [];
+  for await (const c of chunkStream(r.body)) chunks.push(c);
+  assert.deepEqual(chunks.slice(-2), [
+    { type: 'error', errorText: 'model overloaded' },
+    { type: 'finish', finishReason: 'error' },
+  ]);
 });
 
 /** Read `count` frames of the session stream from cursor 0. */

@@ -55,6 +55,11 @@ pub struct Message {
     /// (the producer's `createdAt`, as its event said).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Value>,
+    /// What ended a failed message (its `error` chunk's `errorText`),
+    /// replayed before its finish so that a late AI SDK client ends in its
+    /// error state too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_text: Option<String>,
     pub parts: Vec<Part>,
     /// Ids of text/reasoning parts still open, mapped to their index in
     /// `parts` (the AI SDK's `activeTextParts` / `activeReasoningParts`).
@@ -107,6 +112,7 @@ impl Message {
             run_id: None,
             created_cursor,
             metadata: None,
+            error_text: None,
             parts: Vec::new(),
             open_parts: Vec::new(),
         }
@@ -156,11 +162,9 @@ impl Message {
             | Chunk::MessageMetadata {
                 message_metadata: md,
             } => merge_metadata(&mut self.metadata, md),
-            Chunk::Start { .. } | Chunk::Abort { .. } | Chunk::Error { .. } => {
-                if let Chunk::Abort { .. } = chunk {
-                    self.status = MessageStatus::Aborted;
-                }
-            }
+            Chunk::Start { .. } => {}
+            Chunk::Abort { .. } => self.status = MessageStatus::Aborted,
+            Chunk::Error { error_text } => self.error_text = Some(error_text.clone()),
             Chunk::Finish { finish_reason } => {
                 if self.status == MessageStatus::Streaming {
                     self.status = match finish_reason {

@@ -153,9 +153,16 @@ impl Message {
             MessageStatus::Complete => out.push(Chunk::Finish {
                 finish_reason: Some(FinishReason::Stop),
             }),
-            MessageStatus::Failed => out.push(Chunk::Finish {
-                finish_reason: Some(FinishReason::Error),
-            }),
+            MessageStatus::Failed => {
+                if let Some(t) = &self.error_text {
+                    out.push(Chunk::Error {
+                        error_text: t.clone(),
+                    });
+                }
+                out.push(Chunk::Finish {
+                    finish_reason: Some(FinishReason::Error),
+                })
+            }
             MessageStatus::Aborted => out.push(Chunk::Abort { reason: None }),
         }
         out
