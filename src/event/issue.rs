@@ -11,6 +11,10 @@ pub mod code {
     pub const LARGE_PAYLOAD_INLINE: &str = "large_payload_inline";
     pub const TOO_DEEP: &str = "too_deep";
     pub const STRING_TOO_LONG: &str = "string_too_long";
+    /// A class the projection has no rules for: kept on the timeline only.
+    pub const UNKNOWN_EVENT_CLASS: &str = "unknown_event_class";
+    /// An AG-UI event kept as it is (`ag-ui.*`): not projected.
+    pub const AG_UI_NOT_PROJECTED: &str = "ag_ui_not_projected";
 }
 
 /// One finding about one event: an error (rejects the batch) or a warning.

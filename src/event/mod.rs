@@ -1,6 +1,7 @@
 //! Wire envelopes (Lime, Agent UI), normalisation to one [`Fact`], class
 //! aliases, validation codes and redaction. Knows nothing about HTTP.
 
+pub mod ag_ui;
 pub mod body;
 pub mod classes;
 pub mod fact;

@@ -1,8 +1,10 @@
 //! `POST /v1/sessions/{session_id}/events`: read the body within its limit,
 //! split it (object, array or NDJSON), normalise and validate every event,
-//! and hand the whole batch to the session actor, or reject all of it. An
-//! AI SDK UI message stream (`text/event-stream`) goes to
-//! `http::ingest_stream` instead, which applies it as it arrives.
+//! and hand the whole batch to the session actor, or reject all of it.
+//! AG-UI events in a batch are read as envelope events first
+//! (`event::ag_ui`). An AI SDK UI message stream or an AG-UI event stream
+//! (`text/event-stream`) goes to `http::ingest_stream` instead, which
+//! applies it as it arrives.
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
@@ -16,10 +18,11 @@ use super::auth::{Caller, Scope};
 use super::extract::read_body;
 use super::{AppState, SessionId};
 use crate::error::{Problem, ProblemItem};
+use crate::event::ag_ui::{self, AgUi, Mapped};
 use crate::event::body::{self, BodyError, BodyFormat};
 use crate::event::normalize;
 use crate::event::normalize::code;
-use crate::session::{IncomingEvent, IngestOutcome};
+use crate::session::{IncomingEvent, IngestOutcome, Warning};
 
 pub(super) fn router() -> Router<AppState> {
     Router::new().route(
@@ -57,7 +60,7 @@ fn body_format(headers: &HeaderMap) -> Result<Incoming, Problem> {
             "unsupported_media_type",
             "Unsupported media type",
             format!(
-                "content type `{other}` is not accepted; send application/json (an event or an array), application/x-ndjson, or text/event-stream (an AI SDK UI message stream)"
+                "content type `{other}` is not accepted; send application/json (an event or an array), application/x-ndjson, or text/event-stream (an AI SDK UI message stream or AG-UI events)"
             ),
         )),
     }
@@ -71,7 +74,7 @@ fn body_format(headers: &HeaderMap) -> Result<Incoming, Problem> {
     params(("session_id" = String, Path, description = "Session id")),
     request_body(
         content = Value,
-        description = "One event object (Lime or Agent UI envelope), a JSON array of events, NDJSON, or (`text/event-stream`) a Vercel AI SDK UI message stream, applied as it arrives",
+        description = "One event object (Lime or Agent UI envelope, or an AG-UI event), a JSON array of events, NDJSON, or (`text/event-stream`) a Vercel AI SDK UI message stream or an AG-UI event stream, applied as it arrives",
         content_type = "application/json"
     ),
     responses(
@@ -126,10 +129,15 @@ pub async fn post_events(
     })?;
     st.limits
         .ingest(&session.0, caller.token_key(), values.len())?;
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let (values, said) = ag_ui_events(values, key);
     let norm_limits = st.event_limits();
     let mut events = Vec::with_capacity(values.len());
     let mut errors = Vec::new();
-    for (index, raw) in values.into_iter().enumerate() {
+    for (index, raw) in values {
         let event_id = raw.get("id").and_then(Value::as_str).map(str::to_string);
         match normalize(raw, &norm_limits) {
             Ok(n) => events.push(IncomingEvent {
@@ -167,6 +175,36 @@ pub async fn post_events(
             .increment(events.len() as u64 + n as u64);
         return Err(problem.with_errors(errors));
     }
-    let outcome = st.registry.ingest(&session.0, events).await?;
+    let mut outcome = st.registry.ingest(&session.0, events).await?;
+    outcome.warnings.extend(said);
+    outcome.warnings.sort_by_key(|w| w.index);
     Ok(Json(outcome))
+}
+
+/// The batch with its AG-UI events read as envelope events (each kept with
+/// the index of the event it came from), and what could not be applied of
+/// them as warnings for the reply.
+fn ag_ui_events(values: Vec<Value>, key: Option<String>) -> (Vec<(usize, Value)>, Vec<Warning>) {
+    if !values.iter().any(ag_ui::is_ag_ui) {
+        return (values.into_iter().enumerate().collect(), Vec::new());
+    }
+    let mut reader = AgUi::new(key);
+    let (mut out, mut said) = (Vec::with_capacity(values.len()), Vec::new());
+    for (index, raw) in values.into_iter().enumerate() {
+        if !ag_ui::is_ag_ui(&raw) {
+            out.push((index, raw));
+            continue;
+        }
+        match reader.map(&raw) {
+            Mapped::Events(es) => out.extend(es.into_iter().map(|e| (index, e))),
+            Mapped::Warning(code, message) => said.push(Warning {
+                index,
+                event_id: String::new(),
+                code: code.to_string(),
+                path: None,
+                message,
+            }),
+        }
+    }
+    (out, said)
 }

@@ -1,7 +1,9 @@
 //! `POST /v1/sessions/{session_id}/events` with `content-type:
 //! text/event-stream`: a Vercel AI SDK UI message stream (what
-//! `toUIMessageStream()` / `consumeSseStream` write), read as it arrives.
-//! The chunks that are ready together become facts ([`UiStream`]), are
+//! `toUIMessageStream()` / `consumeSseStream` write) or an AG-UI event
+//! stream (what `@ag-ui/encoder` writes; told apart by its first event),
+//! read as it arrives.
+//! The chunks that are ready together become facts ([`UiStream`], [`AgUi`]), are
 //! normalised like any event and appended in one batch, durable before the
 //! frames go out, while the body still streams. The reply, at the end of
 //! the body, sums what was accepted. The reading runs in its own task: a
@@ -15,6 +17,7 @@ use tokio::sync::mpsc::{self, error::TryRecvError};
 
 use super::AppState;
 use crate::error::Problem;
+use crate::event::ag_ui::{self, AgUi};
 use crate::event::ui_stream::{self, Mapped, UiStream};
 use crate::event::{normalize, Limits};
 use crate::session::{IncomingEvent, IngestOutcome, Warning};
@@ -133,11 +136,11 @@ where
     let cancel = reading.cancel.clone().unwrap_or_default();
     let mut cancelled = false;
     let mut buf: Vec<u8> = Vec::new();
-    let mut stream = UiStream::new(
-        format!("ui-{}", uuid::Uuid::new_v4().simple()),
-        reading.key.take(),
-    );
-    stream.expect_approvals(std::mem::take(&mut reading.approvals));
+    let key = reading.key.take();
+    let mut ui = UiStream::new(format!("ui-{}", uuid::Uuid::new_v4().simple()), key.clone());
+    ui.expect_approvals(std::mem::take(&mut reading.approvals));
+    let mut stream = Producer::Ui(ui);
+    let mut decided = false;
     let mut tally = Tally {
         out: IngestOutcome {
             accepted: 0,
@@ -209,7 +212,7 @@ where
                 continue;
             }
             match serde_json::from_str::<Value>(&line) {
-                Ok(chunk) => match stream.map(&chunk) {
+                Ok(chunk) => match stream.map(&chunk, &mut decided, &key) {
                     Mapped::Events(es) => raw.extend(es.into_iter().map(|e| (index, e))),
                     Mapped::Warning(code, message) => {
                         tally.warn(index, String::new(), code, message)
@@ -226,7 +229,7 @@ where
         apply(&st, &session, &limits, raw, &mut tally).await?;
         if tally.out.accepted > 0 {
             if let Some(tx) = reading.started.take() {
-                let _ = tx.send(stream.message_id().to_string());
+                let _ = tx.send(stream.message_id());
             }
         }
         if done {
@@ -262,6 +265,49 @@ where
         );
     }
     Ok(tally.out)
+}
+
+/// Whose stream is read: an AI SDK UI message stream, or AG-UI events
+/// (decided by the first chunk).
+enum Producer {
+    Ui(UiStream),
+    AgUi(Box<AgUi>),
+}
+
+impl Producer {
+    fn map(&mut self, chunk: &Value, decided: &mut bool, key: &Option<String>) -> Mapped {
+        if !*decided {
+            *decided = true;
+            if ag_ui::is_ag_ui(chunk) {
+                *self = Producer::AgUi(Box::new(AgUi::new(key.clone())));
+            }
+        }
+        match self {
+            Producer::Ui(s) => s.map(chunk),
+            Producer::AgUi(a) => a.map(chunk),
+        }
+    }
+
+    fn message_id(&self) -> String {
+        match self {
+            Producer::Ui(s) => s.message_id().to_string(),
+            Producer::AgUi(a) => a.run_id().unwrap_or_default().to_string(),
+        }
+    }
+
+    fn cancel(&mut self) -> Option<Value> {
+        match self {
+            Producer::Ui(s) => s.cancel(),
+            Producer::AgUi(a) => a.cancel(),
+        }
+    }
+
+    fn cut(&mut self, why: &str) -> Option<Value> {
+        match self {
+            Producer::Ui(s) => s.cut(why),
+            Producer::AgUi(a) => a.cut(why),
+        }
+    }
 }
 
 /// Normalise and append the events of the chunks that were ready together.

@@ -3,9 +3,10 @@
 //! `file`, `data-*` and `message-metadata` pass into it as they are, with
 //! the AI SDK's semantics; a `start` for a message it completed continues it.
 
+use super::app_patch::apply_patch;
 use super::public_state::Severity;
 use super::reducer::Reducer;
-use super::ui_message::MessageStatus;
+use super::ui_message::{MessageStatus, Part};
 use super::Chunk;
 
 impl Reducer<'_> {
@@ -41,6 +42,12 @@ impl Reducer<'_> {
             }
             return;
         }
+        let ty = raw.get("type").and_then(|t| t.as_str()).unwrap_or("");
+        if ty.starts_with("data-") && raw.get("id").is_some() {
+            if let Some(done) = self.data_part_update(&raw) {
+                return done;
+            }
+        }
         let Some(chunk) = Chunk::from_ui(&raw) else {
             let ty = raw.get("type").and_then(|t| t.as_str()).unwrap_or("?");
             self.diag(
@@ -52,5 +59,75 @@ impl Reducer<'_> {
         };
         let msg = self.ensure_assistant();
         self.emit(&msg, chunk);
+    }
+
+    /// A data part that exists already: a `patch` (RFC 6902, relative to
+    /// its `data`) changes it, and a snapshot with `payload.replace: false`
+    /// leaves it as it is. None when the chunk is an ordinary data chunk.
+    fn data_part_update(&mut self, raw: &serde_json::Value) -> Option<()> {
+        let name = raw
+            .get("type")?
+            .as_str()?
+            .strip_prefix("data-")?
+            .to_string();
+        let id = raw.get("id")?.as_str()?.to_string();
+        let patch = raw.get("patch").and_then(|p| p.as_array()).cloned();
+        let keep = self.fact.payload.get("replace").and_then(|r| r.as_bool()) == Some(false);
+        if patch.is_none() && !keep {
+            return None;
+        }
+        let msg = self.ensure_assistant();
+        let current = self.msg(&msg).and_then(|m| {
+            m.parts.iter().rev().find_map(|p| match p {
+                Part::Data {
+                    name: n,
+                    id: Some(i),
+                    data,
+                } if *n == name && *i == id => Some(data.clone()),
+                _ => None,
+            })
+        });
+        let Some(ops) = patch else {
+            // `replace: false` and the part exists: nothing changes.
+            return current.map(|_| ());
+        };
+        let Some(data) = current else {
+            self.diag(
+                "chunk_rejected",
+                Severity::Warning,
+                format!("a patch of `data-{name}` part {id}, which the message does not have"),
+            );
+            return Some(());
+        };
+        let ops: Vec<serde_json::Value> = ops
+            .iter()
+            .map(|op| {
+                let mut op = op.clone();
+                for k in ["path", "from"] {
+                    if let Some(p) = op.get(k).and_then(|p| p.as_str()) {
+                        op[k] = format!("/app{p}").into();
+                    }
+                }
+                op
+            })
+            .collect();
+        match apply_patch(&data, &ops) {
+            Ok(data) => {
+                self.emit(
+                    &msg,
+                    Chunk::Data {
+                        name,
+                        id: Some(id),
+                        data,
+                        transient: false,
+                    },
+                );
+            }
+            Err(why) => self.finding(
+                "state_delta_rejected",
+                format!("a patch of `data-{name}` part {id} was rejected, nothing applied: {why}"),
+            ),
+        }
+        Some(())
     }
 }

@@ -1,6 +1,7 @@
 //! The one integration test binary: the real server started on port 0
 //! in-process (`api`), and the real binary as a user runs it (`cli`).
 
+mod ag_ui;
 mod api;
 mod auth;
 mod chat;

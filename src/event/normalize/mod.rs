@@ -159,6 +159,28 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
     }
     derive_missing(&mut fact, id);
     warnings.extend(super::taxonomy::check(&fact));
+    // Accepted, but the projection will not show it: the reply says so.
+    if !classes::is_known(&fact.class) {
+        warnings.push(if fact.class.starts_with("ag-ui.") {
+            Issue::new(
+                code::AG_UI_NOT_PROJECTED,
+                "/type",
+                format!(
+                    "the AG-UI event `{}` is kept as it is (timeline and log), not projected",
+                    fact.class
+                ),
+            )
+        } else {
+            Issue::new(
+                code::UNKNOWN_EVENT_CLASS,
+                "/type",
+                format!(
+                    "unknown event class `{}`: kept on the timeline only",
+                    fact.source_class
+                ),
+            )
+        });
+    }
     Ok(Normalized { fact, warnings })
 }
 

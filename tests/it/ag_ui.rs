@@ -1,0 +1,271 @@
+//! Issue 15 item 1 over HTTP: AG-UI events (`@ag-ui/core` 1.0) posted as
+//! JSON, NDJSON or an SSE body project like the session's own facts; what
+//! cannot be projected is kept and said in the reply, never silent.
+
+use serde_json::{json, Value};
+
+use crate::common::TestServer;
+
+fn codes(reply: &Value) -> Vec<(u64, String)> {
+    reply["warnings"]
+        .as_array()
+        .map(|w| {
+            w.iter()
+                .map(|x| {
+                    (
+                        x["index"].as_u64().unwrap_or(0),
+                        x["code"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A LangGraph-like run: a user's question, text, a tool call streamed in
+/// pieces and its result, state, an activity, reasoning, a final text.
+fn run() -> Vec<Value> {
+    vec![
+        json!({"type": "RUN_STARTED", "threadId": "th", "runId": "r1", "timestamp": 1764064800000u64,
+               "input": {"threadId": "th", "runId": "r1", "state": {}, "tools": [], "context": [],
+                         "forwardedProps": {},
+                         "messages": [{"id": "u1", "role": "user", "content": "Weather in Oslo?"}]}}),
+        json!({"type": "STEP_STARTED", "stepName": "agent"}),
+        json!({"type": "REASONING_START", "messageId": "rs1"}),
+        json!({"type": "REASONING_MESSAGE_START", "messageId": "rs1", "role": "reasoning"}),
+        json!({"type": "REASONING_MESSAGE_CONTENT", "messageId": "rs1", "delta": "Use the tool."}),
+        json!({"type": "REASONING_MESSAGE_END", "messageId": "rs1"}),
+        json!({"type": "REASONING_END", "messageId": "rs1"}),
+        json!({"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"}),
+        json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "Let me "}),
+        json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "check. "}),
+        json!({"type": "TEXT_MESSAGE_END", "messageId": "m1"}),
+        json!({"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "weather", "parentMessageId": "m1"}),
+        json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"city\":"}),
+        json!({"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "\"Oslo\"}"}),
+        json!({"type": "TOOL_CALL_END", "toolCallId": "c1"}),
+        json!({"type": "TOOL_CALL_RESULT", "messageId": "tm1", "toolCallId": "c1", "content": "{\"temp\":7}", "role": "tool"}),
+        json!({"type": "STATE_SNAPSHOT", "snapshot": {"city": "Oslo", "steps": []}}),
+        json!({"type": "STATE_DELTA", "delta": [{"op": "add", "path": "/steps/-", "value": "fetched"}]}),
+        json!({"type": "ACTIVITY_SNAPSHOT", "messageId": "a1", "activityType": "PLAN", "content": {"done": 0, "of": 2}}),
+        json!({"type": "ACTIVITY_DELTA", "messageId": "a1", "activityType": "PLAN", "patch": [{"op": "replace", "path": "/done", "value": 2}]}),
+        json!({"type": "TEXT_MESSAGE_CHUNK", "messageId": "m2", "role": "assistant", "delta": "It is "}),
+        json!({"type": "TEXT_MESSAGE_CHUNK", "delta": "7 degrees."}),
+        json!({"type": "STEP_FINISHED", "stepName": "agent"}),
+        json!({"type": "CUSTOM", "name": "on_interrupt", "value": {"x": 1}}),
+        json!({"type": "RUN_FINISHED", "threadId": "th", "runId": "r1"}),
+    ]
+}
+
+fn text(m: &Value) -> String {
+    m["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["type"] == "text")
+        .map(|p| p["text"].as_str().unwrap())
+        .collect()
+}
+
+/// What every body of `run()` must have projected in session `sid`.
+async fn assert_projected(srv: &TestServer, sid: &str) {
+    let snap = srv.snapshot(sid).await;
+    let s = &snap["state"];
+    let ms = s["messages"].as_array().unwrap();
+    let ids: Vec<&str> = ms.iter().map(|m| m["id"].as_str().unwrap()).collect();
+    // AG-UI reasoning is a message of its own.
+    assert_eq!(ids, ["u1", "rs1", "m1", "m2"], "{s}");
+    assert_eq!(
+        (ms[0]["role"].as_str(), text(&ms[0])),
+        (Some("user"), "Weather in Oslo?".into())
+    );
+    assert_eq!(ms[1]["parts"][0]["type"], "reasoning");
+    assert_eq!(ms[1]["parts"][0]["text"], "Use the tool.");
+    let ms = &ms[1..];
+    assert_eq!(text(&ms[1]), "Let me check. ");
+    let parts = ms[1]["parts"].as_array().unwrap();
+    let tool = parts
+        .iter()
+        .find(|p| p["type"] == "tool-weather")
+        .expect("tool part");
+    assert_eq!(tool["input"], json!({"city": "Oslo"}));
+    assert_eq!(tool["state"], "output-available");
+    assert_eq!(
+        tool["output"], "{\"temp\":7}",
+        "the tool's content as it sent it"
+    );
+    let activity = parts
+        .iter()
+        .find(|p| p["type"] == "data-activity")
+        .expect("activity part");
+    assert_eq!(activity["id"], "a1");
+    assert_eq!(
+        activity["data"],
+        json!({"activityType": "PLAN", "content": {"done": 2, "of": 2}})
+    );
+    assert_eq!(
+        text(&ms[2]),
+        "It is 7 degrees.",
+        "a chunk without an id continues"
+    );
+    assert_eq!(s["app"], json!({"city": "Oslo", "steps": ["fetched"]}));
+    assert_eq!(s["runtime"]["status"], "completed");
+    assert_eq!(s["runtime"]["runId"], "r1");
+    assert_eq!(s["tools"]["c1"]["status"], "completed");
+    assert_eq!(
+        s["messages"][0]["metadata"]["createdAt"], "2025-11-25T10:00:00.000Z",
+        "AG-UI timestamps are the producer's time"
+    );
+}
+
+#[tokio::test]
+async fn ag_ui_events_as_json_project_and_what_is_not_projected_is_said() {
+    let srv = TestServer::builder().start().await;
+    let mut events = run();
+    events.insert(3, json!({"type": "some.unknown.class"}));
+    let (status, v) = srv.post("ag-json", &json!(events)).await;
+    assert_eq!(status, 200, "{v}");
+    let said = codes(&v);
+    assert!(said.contains(&(3, "unknown_event_class".into())), "{v}");
+    assert!(
+        said.contains(&(24, "ag_ui_not_projected".into())),
+        "CUSTOM is kept and said: {v}"
+    );
+    assert_projected(&srv, "ag-json").await;
+    let timeline = srv.get_json("/v1/sessions/ag-json/events").await.1;
+    assert!(
+        timeline.to_string().contains("ag-ui.custom"),
+        "the CUSTOM event is kept in the log"
+    );
+}
+
+#[tokio::test]
+async fn ag_ui_events_as_ndjson_and_as_an_sse_body_project_the_same() {
+    let srv = TestServer::builder().start().await;
+    let nd: String = run().iter().map(|e| format!("{e}\n")).collect();
+    let r = srv
+        .post_raw("ag-nd", "application/x-ndjson", nd.into_bytes())
+        .await;
+    assert_eq!(r.status(), 200);
+    assert_projected(&srv, "ag-nd").await;
+    // The SSE body @ag-ui/encoder writes: `data: <event>` blocks.
+    let sse: String = run().iter().map(|e| format!("data: {e}\n\n")).collect();
+    let r = srv
+        .post_raw("ag-sse", "text/event-stream", sse.into_bytes())
+        .await;
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        codes(&v).iter().any(|(_, c)| c == "ag_ui_not_projected"),
+        "{v}"
+    );
+    assert_projected(&srv, "ag-sse").await;
+}
+
+#[tokio::test]
+async fn a_user_message_and_a_tool_told_twice_are_one_fact() {
+    let srv = TestServer::builder().start().await;
+    let (status, v) = srv.post("ag-twice", &json!(run())).await;
+    assert_eq!(status, 200, "{v}");
+    // LangGraph ends with the whole conversation: nothing is told twice.
+    let (status, v) = srv
+        .post(
+            "ag-twice",
+            &json!({"type": "MESSAGES_SNAPSHOT", "messages": [
+                {"id": "u1", "role": "user", "content": "Weather in Oslo?"},
+                {"id": "m1", "role": "assistant", "content": "Let me check. ",
+                 "toolCalls": [{"id": "c1", "type": "function",
+                                "function": {"name": "weather", "arguments": "{\"city\":\"Oslo\"}"}}]},
+                {"id": "tm1", "role": "tool", "toolCallId": "c1", "content": "{\"temp\":7}"},
+                {"id": "m2", "role": "assistant", "content": "It is 7 degrees."},
+                {"id": "u2", "role": "user", "content": "Thanks!"}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        v["duplicates"], 3,
+        "user u1, the call's input and result: {v}"
+    );
+    let snap = srv.snapshot("ag-twice").await;
+    let ms = snap["state"]["messages"].as_array().unwrap();
+    let ids: Vec<&str> = ms.iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        ["u1", "rs1", "m1", "m2", "u2"],
+        "only the new user message is added"
+    );
+    assert_eq!(text(&ms[2]), "Let me check. ");
+    assert_eq!(text(&ms[3]), "It is 7 degrees.");
+}
+
+#[tokio::test]
+async fn an_interrupt_is_a_pending_action_and_the_run_waits() {
+    let srv = TestServer::builder().start().await;
+    let (status, v) = srv
+        .post(
+            "ag-int",
+            &json!([
+                {"type": "RUN_STARTED", "threadId": "th", "runId": "r1"},
+                {"type": "TOOL_CALL_START", "toolCallId": "c9", "toolCallName": "deploy"},
+                {"type": "TOOL_CALL_END", "toolCallId": "c9"},
+                {"type": "RUN_FINISHED", "threadId": "th", "runId": "r1",
+                 "outcome": {"type": "interrupt", "interrupts": [
+                    {"id": "int-1", "reason": "tool_approval", "toolCallId": "c9",
+                     "message": "Deploy to production?"},
+                    {"id": "int-2", "reason": "input_required", "message": "Which region?",
+                     "responseSchema": {"type": "object", "properties": {"region": {"type": "string"}}}}
+                 ]}}
+            ]),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let s = srv.snapshot("ag-int").await["state"].clone();
+    assert_eq!(s["runtime"]["status"], "waiting", "{}", s["runtime"]);
+    assert_eq!(s["runtime"]["pendingActions"], 2);
+    let a = &s["actions"]["int-1"];
+    assert_eq!(
+        (a["status"].as_str(), a["question"].as_str()),
+        (Some("pending"), Some("Deploy to production?")),
+        "{a}"
+    );
+    let b = &s["actions"]["int-2"];
+    assert_eq!(b["schema"]["properties"]["region"]["type"], "string", "{b}");
+    let tool = s["messages"][0]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["type"] == "tool-deploy")
+        .cloned()
+        .unwrap();
+    assert_eq!(tool["state"], "approval-requested", "{tool}");
+    assert_eq!(tool["approval"]["id"], "int-1");
+}
+
+#[tokio::test]
+async fn a_cut_ag_ui_stream_ends_its_run_as_interrupted_and_bad_events_are_said() {
+    let srv = TestServer::builder().start().await;
+    let events = [
+        json!({"type": "RUN_STARTED", "threadId": "th", "runId": "r1"}),
+        json!({"type": "TEXT_MESSAGE_CONTENT", "delta": "no id"}),
+        json!({"type": "TEXT_MESSAGE_START", "messageId": "m1", "role": "assistant"}),
+        json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "Half an ans"}),
+    ];
+    // The body ends without RUN_FINISHED: the producer went away.
+    let sse: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+    let r = srv
+        .post_raw("ag-cut", "text/event-stream", sse.into_bytes())
+        .await;
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    let said = codes(&v);
+    assert!(said.contains(&(1, "invalid_ag_ui_event".into())), "{v}");
+    assert!(
+        said.iter().any(|(_, c)| c == "ui_stream_interrupted"),
+        "{v}"
+    );
+    let s = srv.snapshot("ag-cut").await["state"].clone();
+    assert_eq!(s["runtime"]["status"], "interrupted");
+    assert_eq!(s["messages"][0]["status"], "aborted");
+    assert_eq!(text(&s["messages"][0]), "Half an ans", "what arrived stays");
+}
