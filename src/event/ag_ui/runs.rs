@@ -94,13 +94,21 @@ impl AgUi {
     }
 
     /// `RAW`: an event of another protocol. One of ours (a Lime or Agent UI
-    /// envelope) is applied as it is; anything else is kept.
+    /// envelope, `source` `agent-projector`, `lime` or `agent-ui`) is
+    /// applied as it is; anything else is kept.
     pub(super) fn raw(&self, ev: &Value) -> Mapped {
+        // Only a source that says so sends our envelopes: another
+        // protocol's event with a `type` must not be read as one of ours.
+        let ours = matches!(
+            ev.get("source").and_then(Value::as_str),
+            Some("agent-projector" | "lime" | "agent-ui")
+        );
         match ev.get("event") {
             Some(inner @ Value::Object(o))
-                if o.get("type")
-                    .or_else(|| o.get("eventClass"))
-                    .is_some_and(Value::is_string)
+                if ours
+                    && o.get("type")
+                        .or_else(|| o.get("eventClass"))
+                        .is_some_and(Value::is_string)
                     && !is_ag_ui(inner) =>
             {
                 let mut e = inner.clone();
