@@ -17,8 +17,8 @@ import { z } from 'zod';
 import { build } from 'esbuild';
 import { ANSWER, approvals, gateway, text } from './lib/gateway-suite.mjs';
 import { snapshot } from './lib/server.mjs';
+import { CHROMIUM, NO_CHROMIUM, launchChromium } from './lib/browser.mjs';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const T = 15000;
 const here = path.dirname(fileURLToPath(import.meta.url));
 
@@ -41,12 +41,7 @@ describe('useChat in headless Chromium through the gateway', () => {
     });
     const js = out.outputFiles[0].text.replaceAll('</script', '<\\/script');
     html = `<!doctype html><meta charset="utf-8"><title>chat</title><div id="root"></div><script>${js}</script>`;
-    const { chromium } = await import('playwright-core');
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-        '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();
@@ -77,7 +72,7 @@ describe('useChat in headless Chromium through the gateway', () => {
   }
 
   test('send, reload mid-answer and resume, a second tab with identical parts', async (t) => {
-    if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+    if (!browser) return t.skip(NO_CHROMIUM);
     const id = `uc-${process.pid}-1`;
     g.closeGate();
     const first = await tab(id);
@@ -103,7 +98,7 @@ describe('useChat in headless Chromium through the gateway', () => {
   });
 
   test('stop ends the tab\'s stream; the route goes on in the session', async (t) => {
-    if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+    if (!browser) return t.skip(NO_CHROMIUM);
     const id = `uc-${process.pid}-2`;
     g.closeGate();
     const page = await tab(id);
@@ -120,7 +115,7 @@ describe('useChat in headless Chromium through the gateway', () => {
   });
 
   test('a failing model is the chat\'s error', async (t) => {
-    if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+    if (!browser) return t.skip(NO_CHROMIUM);
     const id = `uc-${process.pid}-3`;
     const page = await tab(id);
     await send(page, 'please fail');
@@ -131,7 +126,7 @@ describe('useChat in headless Chromium through the gateway', () => {
   });
 
   test('a tool approval answered on the page: the route runs the tool', async (t) => {
-    if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+    if (!browser) return t.skip(NO_CHROMIUM);
     const id = `uc-${process.pid}-4`;
     const page = await tab(id);
     await send(page, 'How many files are here?');

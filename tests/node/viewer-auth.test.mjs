@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { startServer } from './lib/server.mjs';
+import { CHROMIUM, NO_CHROMIUM, launchChromium } from './lib/browser.mjs';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SECRET = 'viewer-test-secret';
 const T = 15000;
 
@@ -24,12 +24,7 @@ let browser;
 before(async () => {
   if (!existsSync(CHROMIUM)) return;
   server = await startServer([], { PROJECTOR_AUTH__MODE: 'jwt', PROJECTOR_AUTH__HS256_SECRET: SECRET });
-  const { chromium } = await import('playwright-core');
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {
@@ -38,7 +33,7 @@ after(async () => {
 });
 
 test('viewer: a token in the page URL authorises the stream and the controls', async (t) => {
-  if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+  if (!browser) return t.skip(NO_CHROMIUM);
   const exp = Math.floor(Date.now() / 1000) + 600;
   const writer = jwt({ sub: 'runtime', exp, sessions: ['*'], scope: 'publish' });
   const viewer = jwt({ sub: 'ana', exp, sessions: ['auth-demo'], scope: 'subscribe control' });

@@ -10,8 +10,8 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { once } from 'node:events';
 import { startServer, post } from './lib/server.mjs';
+import { CHROMIUM, NO_CHROMIUM, launchChromium } from './lib/browser.mjs';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const T = 15000;
 
 let server;
@@ -37,12 +37,7 @@ before(async () => {
     PROJECTOR_CONTROLS__ALLOWED_HOSTS: JSON.stringify([`127.0.0.1:${runtime.address().port}`]),
     PROJECTOR_CONTROLS__SIGNING_SECRET: 'hitl-test-secret',
   });
-  const { chromium } = await import('playwright-core');
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {
@@ -57,7 +52,7 @@ async function relayed(n) {
 }
 
 test('viewer: a structured_input request renders as a form checked by the server; options answer in one click', async (t) => {
-  if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+  if (!browser) return t.skip(NO_CHROMIUM);
   const sid = `hitl-${process.pid}`;
   const run = { runId: 'r1', turnId: 't1' };
   await post(server.base, sid, [

@@ -12,8 +12,8 @@ import { existsSync, mkdirSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { startServer, post, snapshot, plain, ROOT } from './lib/server.mjs';
+import { CHROMIUM, NO_CHROMIUM, launchChromium } from './lib/browser.mjs';
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const SHOT = path.join(ROOT, 'target/viewer.png');
 const T = 15000; // upper bound for any single wait
 
@@ -25,19 +25,7 @@ before(async () => {
   if (!existsSync(CHROMIUM)) return;
   server = await startServer();
   proxy = await startProxy(server.base);
-  const { chromium } = await import('playwright-core');
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {
@@ -169,7 +157,7 @@ async function frameAt(base, session, cursor) {
 const count = (hay, needle) => hay.split(needle).length - 1;
 
 test('viewer: empty state without a session', async (t) => {
-  if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+  if (!browser) return t.skip(NO_CHROMIUM);
   const page = await browser.newPage();
   try {
     await page.goto(`${proxy.base}/`);
@@ -182,7 +170,7 @@ test('viewer: empty state without a session', async (t) => {
 });
 
 test('viewer: renders a session live, survives a network drop without duplicating text, keeps actions pending', async (t) => {
-  if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+  if (!browser) return t.skip(NO_CHROMIUM);
 
   const first = await post(server.base, sid, scenario());
   assert.equal(first.accepted, seq);
@@ -380,7 +368,7 @@ test('viewer: renders a session live, survives a network drop without duplicatin
 });
 
 test('viewer: a reset (session deleted) clears the page, then it follows the new incarnation', async (t) => {
-  if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+  if (!browser) return t.skip(NO_CHROMIUM);
   const s = `${sid}-reset`;
   const one = await post(server.base, s, [
     { id: 'r1', type: 'run.started', runId: 'r' },
@@ -408,7 +396,7 @@ test('viewer: a reset (session deleted) clears the page, then it follows the new
 });
 
 test('viewer: team, queue, coding and context panels render from the snapshot and live', async (t) => {
-  if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+  if (!browser) return t.skip(NO_CHROMIUM);
   const s = `${sid}-workbench`;
   const at = { runId: 'r', turnId: 't' };
   // Half before the page opens (snapshot), half while it watches (deltas).
@@ -481,7 +469,7 @@ test('viewer: team, queue, coding and context panels render from the snapshot an
 // Chromium's own WebSocket, not ours: `ws.close(1000)` must end in a clean
 // close (the server answers the Close), with code 1000 (issue 12 item 5).
 test('chromium WebSocket: close(1000) is answered, wasClean with code 1000', async (t) => {
-  if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+  if (!browser) return t.skip(NO_CHROMIUM);
   await post(server.base, 'ws-close', [{ id: 'c1', type: 'text.delta', runId: 'r', messageId: 'm', sequence: 1, payload: { delta: 'hi' } }]);
   const page = await browser.newPage();
   try {
@@ -503,7 +491,7 @@ test('chromium WebSocket: close(1000) is answered, wasClean with code 1000', asy
 // Chromium's own EventSource: the ids it keeps (and would send back as
 // Last-Event-ID) name the epoch of the log they came from (issue 12 item 2).
 test('chromium EventSource: lastEventId is <epoch>:<cursor>', async (t) => {
-  if (!browser) return t.skip(`chromium not installed at ${CHROMIUM}: apt-get install chromium`);
+  if (!browser) return t.skip(NO_CHROMIUM);
   await post(server.base, 'es-id', [{ id: 'i1', type: 'text.delta', runId: 'r', messageId: 'm', sequence: 1, payload: { delta: 'hi' } }]);
   const snap = await snapshot(server.base, 'es-id');
   const page = await browser.newPage();
