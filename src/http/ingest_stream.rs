@@ -115,7 +115,8 @@ where
     rx
 }
 
-/// Read `data`, a UI message stream, into `session` as it arrives.
+/// Read `data`, a UI message stream or AG-UI events, into `session` as it
+/// arrives.
 pub(super) async fn read<S, E>(
     st: AppState,
     session: String,
@@ -160,11 +161,11 @@ where
         } else {
             tokio::select! {
                 n = tokio::time::timeout(idle, data.recv()) => n,
-            _ = st.shutdown.cancelled() => break Some("the server shut down"),
-            _ = cancel.cancelled() => {
-                cancelled = true;
-                break Some("cancelled");
-            }
+                _ = st.shutdown.cancelled() => break Some("the server shut down"),
+                _ = cancel.cancelled() => {
+                    cancelled = true;
+                    break Some("cancelled");
+                }
             }
         };
         if let Ok(Some(Err(e))) = &next {
