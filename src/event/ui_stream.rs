@@ -97,13 +97,7 @@ impl UiStream {
             "turnId": self.message_id,
             "messageId": self.message_id,
         });
-        if let (Value::Object(a), Value::Object(b)) = (&mut e, extra) {
-            // An absent field is left out, never sent as null.
-            a.extend(b.into_iter().filter(|(_, v)| !v.is_null()));
-            if let Some(Value::Object(p)) = a.get_mut("payload") {
-                p.retain(|_, v| !v.is_null());
-            }
-        }
+        add_present(&mut e, extra);
         e
     }
 
@@ -351,6 +345,18 @@ impl UiStream {
         );
         e["id"] = format!("{}:cut", self.id_prefix()).into();
         Some(e)
+    }
+}
+
+/// Add `extra`'s fields to the envelope event `e`, leaving out the absent
+/// ones (null) at the top and in `payload`: an absent field is never sent
+/// as null.
+pub(crate) fn add_present(e: &mut Value, extra: Value) {
+    if let (Value::Object(a), Value::Object(b)) = (e, extra) {
+        a.extend(b.into_iter().filter(|(_, v)| !v.is_null()));
+        if let Some(Value::Object(p)) = a.get_mut("payload") {
+            p.retain(|_, v| !v.is_null());
+        }
     }
 }
 

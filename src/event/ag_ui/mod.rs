@@ -189,12 +189,7 @@ impl AgUi {
         if let Some(t) = &self.thread_id {
             e["threadId"] = t.clone().into();
         }
-        if let (Value::Object(a), Value::Object(b)) = (&mut e, extra) {
-            a.extend(b.into_iter().filter(|(_, v)| !v.is_null()));
-            if let Some(Value::Object(p)) = a.get_mut("payload") {
-                p.retain(|_, v| !v.is_null());
-            }
-        }
+        super::ui_stream::add_present(&mut e, extra);
         e
     }
 
