@@ -31,6 +31,7 @@ use crate::session::{IngestOutcome, Warning};
         streams::stream_ws,
         streams::stream_message,
         streams::resume_chat,
+        streams::stream_ag_ui,
         chat::post_chat,
         ops::get_healthz,
         ops::get_readyz,

@@ -38,6 +38,7 @@ pub(super) fn router() -> Router<AppState> {
             get(stream_message),
         )
         .route("/v1/chat/{session_id}/stream", get(resume_chat))
+        .route("/v1/sessions/{session_id}/ag-ui", get(stream_ag_ui))
 }
 
 /// The AI SDK UI message stream of one message.
@@ -99,6 +100,65 @@ pub(super) fn ui_response(
         b
     });
     ui::response(bytes, st.heartbeat(), st.shutdown.clone())
+}
+
+/// AG-UI events of the session (`@ag-ui/client`, CopilotKit): every
+/// connection, and every reconnection, starts with `RUN_STARTED`,
+/// `MESSAGES_SNAPSHOT` and `STATE_SNAPSHOT` of the session (closed with
+/// `RUN_FINISHED` when no run is going on), then the live events; each
+/// event's SSE id is `<epoch>:<cursor>`.
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{session_id}/ag-ui",
+    tag = "streams",
+    params(
+        ("session_id" = String, Path, description = "Session id (the AG-UI thread id)"),
+        ("Last-Event-ID" = Option<String>, Header, description = "The last SSE id read; a reconnection starts again from the session's snapshot, which AG-UI clients apply as a replacement"),
+    ),
+    responses(
+        (status = 200, description = "An endless `text/event-stream` of AG-UI 1.0 events; heartbeats are SSE comments", content_type = "text/event-stream", body = String),
+        (status = 400, description = "Invalid Last-Event-ID or session id", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[instrument(skip_all, fields(session_id = %session.0))]
+pub async fn stream_ag_ui(
+    State(st): State<AppState>,
+    caller: Caller,
+    session: SessionId,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    caller.require(Scope::Subscribe, Some(&session.0))?;
+    // A malformed id is refused as on the session stream; a good one
+    // changes nothing: an AG-UI client checks each connection as a run of
+    // its own, so every connection starts from the snapshot.
+    start(
+        &headers,
+        StreamQuery {
+            cursor: None,
+            epoch: None,
+            format: None,
+        },
+    )?;
+    let slot = st.limits.subscribe(&session.0)?;
+    let frames = stream::frames(
+        st.registry.clone(),
+        session.0.clone(),
+        StartAt::default(),
+        st.cfg.stream.replay_page,
+    );
+    let bytes = stream::ag_ui::events(session.0, frames);
+    let farewell = vec![bytes::Bytes::from_static(
+        b"data: {\"type\":\"RUN_ERROR\",\"message\":\"token expired\",\"code\":\"token_expired\"}\n\n",
+    )];
+    let bytes = stream::until_expiry(bytes, caller.exp, farewell).map(move |b| {
+        let _ = &slot;
+        b
+    });
+    Ok(stream::ag_ui::response(
+        bytes,
+        st.heartbeat(),
+        st.shutdown.clone(),
+    ))
 }
 
 /// `useChat` resume: the session's assistant message that is still

@@ -59,7 +59,7 @@ use crate::event::{classes, taxonomy, Fact};
 pub use chunk::{Chunk, ChunkOut, FinishReason};
 pub use public_state::PublicState;
 use reducer::{Bookkeeping, Reducer};
-pub use ui_message::{Message, Part, Role};
+pub use ui_message::{Message, Part, Role, ToolState};
 
 /// Reducer settings (from `[projection]` in the config).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

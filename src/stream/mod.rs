@@ -6,6 +6,7 @@
 //! and `ws` send its frames as they are, `ui` picks one message's AI SDK
 //! chunks out of them, `umo` maps them to Umo Editor content-block updates.
 
+pub mod ag_ui;
 mod expiry;
 pub mod sse;
 pub mod ui;

@@ -269,3 +269,144 @@ async fn a_cut_ag_ui_stream_ends_its_run_as_interrupted_and_bad_events_are_said(
     assert_eq!(s["messages"][0]["status"], "aborted");
     assert_eq!(text(&s["messages"][0]), "Half an ans", "what arrived stays");
 }
+
+/// `GET .../ag-ui` as an AG-UI client reads it.
+async fn ag_ui_stream(srv: &TestServer, sid: &str, last: Option<&str>) -> crate::common::Sse {
+    let mut req = srv.http.get(srv.url(&format!("/v1/sessions/{sid}/ag-ui")));
+    if let Some(l) = last {
+        req = req.header("last-event-id", l);
+    }
+    let r = req.send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    crate::common::Sse::from_response(r)
+}
+
+#[tokio::test]
+async fn the_ag_ui_stream_starts_with_the_snapshot_and_goes_on_live_with_cursor_ids() {
+    let srv = TestServer::builder().start().await;
+    let (status, v) = srv.post("ag-out", &json!(run()[..16])).await;
+    assert_eq!(status, 200, "{v}");
+    let mut s = ag_ui_stream(&srv, "ag-out", None).await;
+    let head = s.take(3).await;
+    let types: Vec<&str> = head
+        .iter()
+        .map(|e| e.data["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        ["RUN_STARTED", "MESSAGES_SNAPSHOT", "STATE_SNAPSHOT"],
+        "a run is going on"
+    );
+    let epoch = v["epoch"].as_str().unwrap();
+    let at = format!("{epoch}:{}", v["cursor"]);
+    assert!(
+        head.iter().all(|e| e.id.as_deref() == Some(at.as_str())),
+        "{head:?}"
+    );
+    assert_eq!(head[0].data["runId"], "r1");
+    assert_eq!(
+        head[0].data["threadId"], "ag-out",
+        "the session is the AG-UI thread"
+    );
+    let ms = head[1].data["messages"].as_array().unwrap();
+    let roles: Vec<&str> = ms.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "reasoning", "assistant", "tool"], "{ms:?}");
+    assert_eq!(
+        ms[2]["toolCalls"][0]["function"]["arguments"],
+        "{\"city\":\"Oslo\"}"
+    );
+    assert_eq!(ms[3]["content"], "{\"temp\":7}");
+    // Live: the rest of the run, each event with its frame's cursor.
+    let (_, v2) = srv.post("ag-out", &json!(run()[16..])).await;
+    let mut live = Vec::new();
+    loop {
+        let e = s.next().await.expect("the run goes on");
+        let done = e.data["type"] == "RUN_FINISHED";
+        live.push(e);
+        if done {
+            break;
+        }
+    }
+    let last = live.last().unwrap();
+    assert_eq!(
+        last.id.as_deref(),
+        Some(format!("{epoch}:{}", v2["cursor"]).as_str())
+    );
+    let types: Vec<&str> = live
+        .iter()
+        .map(|e| e.data["type"].as_str().unwrap())
+        .collect();
+    assert!(
+        types.contains(&"STATE_SNAPSHOT") && types.contains(&"ACTIVITY_SNAPSHOT"),
+        "{types:?}"
+    );
+    let text: String = live
+        .iter()
+        .filter(|e| e.data["type"] == "TEXT_MESSAGE_CONTENT")
+        .map(|e| e.data["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(text, "It is 7 degrees.");
+    // A malformed Last-Event-ID is refused like on the session stream.
+    let r = srv
+        .http
+        .get(srv.url("/v1/sessions/ag-out/ag-ui"))
+        .header("last-event-id", "not a cursor")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+}
+
+#[tokio::test]
+async fn a_deleted_session_starts_over_on_the_ag_ui_stream_and_pending_actions_are_interrupts() {
+    let srv = TestServer::builder().start().await;
+    let (status, v) = srv
+        .post(
+            "ag-del",
+            &json!([
+                {"type": "RUN_STARTED", "threadId": "th", "runId": "r1"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "Deploy?"},
+                {"type": "RUN_FINISHED", "threadId": "th", "runId": "r1",
+                 "outcome": {"type": "interrupt", "interrupts": [
+                     {"id": "int-1", "reason": "confirm", "message": "Deploy now?"}]}}
+            ]),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let mut s = ag_ui_stream(
+        &srv,
+        "ag-del",
+        Some(&format!("{}:1", v["epoch"].as_str().unwrap())),
+    )
+    .await;
+    let head = s.take(4).await;
+    let end = &head[3].data;
+    assert_eq!(end["type"], "RUN_FINISHED", "{head:?}");
+    assert_eq!(end["outcome"]["type"], "interrupt");
+    assert_eq!(end["outcome"]["interrupts"][0]["id"], "int-1");
+    assert_eq!(end["outcome"]["interrupts"][0]["message"], "Deploy now?");
+    // The session is deleted: the client gets the empty session as a new run.
+    let r = srv
+        .http
+        .delete(srv.url("/v1/sessions/ag-del"))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success());
+    let again = s.take(4).await;
+    let types: Vec<&str> = again
+        .iter()
+        .map(|e| e.data["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "RUN_STARTED",
+            "MESSAGES_SNAPSHOT",
+            "STATE_SNAPSHOT",
+            "RUN_FINISHED"
+        ]
+    );
+    assert_eq!(again[1].data["messages"], json!([]));
+}

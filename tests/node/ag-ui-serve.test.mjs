@@ -1,0 +1,164 @@
+// Issue 15 item 2 with the real AG-UI client: `@ag-ui/client` follows a
+// session through `GET /v1/sessions/{id}/ag-ui` (its own SSE parsing,
+// `runHttpRequest` + `transformHttpEventStream`, then its event verifier and
+// event application in `runAgent`). Joining mid-run, the client ends with
+// the messages and state it builds from the producer's own events; cut in
+// the middle of a run and reconnected with `Last-Event-ID`, it ends with
+// every message once. Every event is checked by `@ag-ui/core`'s schemas.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { EventType } from '@ag-ui/core';
+import { EventSchemas } from '@ag-ui/core/schemas';
+import { AbstractAgent, runHttpRequest, transformHttpEventStream } from '@ag-ui/client';
+import { from } from 'rxjs';
+import { takeWhile, tap } from 'rxjs/operators';
+import { startServer, post } from './lib/server.mjs';
+
+let server;
+before(async () => {
+  server = await startServer();
+});
+after(async () => {
+  await server?.stop();
+});
+
+const run = (threadId) => {
+  const runId = 'run-1';
+  return [
+    { type: EventType.RUN_STARTED, threadId, runId,
+      input: { threadId, runId, state: {}, tools: [], context: [], forwardedProps: {},
+        messages: [{ id: 'u1', role: 'user', content: 'Weather in Oslo?' }] } },
+    { type: EventType.TEXT_MESSAGE_START, messageId: 'm1', role: 'assistant' },
+    { type: EventType.TEXT_MESSAGE_CONTENT, messageId: 'm1', delta: 'Let me look ' },
+    { type: EventType.TEXT_MESSAGE_CONTENT, messageId: 'm1', delta: 'that up.' },
+    // --- the client joins (or is cut) here ---
+    { type: EventType.TOOL_CALL_START, toolCallId: 'call-1', toolCallName: 'get_weather', parentMessageId: 'm1' },
+    { type: EventType.TOOL_CALL_ARGS, toolCallId: 'call-1', delta: '{"city":"Oslo"}' },
+    { type: EventType.TOOL_CALL_END, toolCallId: 'call-1' },
+    { type: EventType.TOOL_CALL_RESULT, messageId: 'tool-call-1', toolCallId: 'call-1', content: '{"temp":7}', role: 'tool' },
+    { type: EventType.STATE_SNAPSHOT, snapshot: { city: 'Oslo', visited: [] } },
+    { type: EventType.STATE_DELTA, delta: [{ op: 'add', path: '/visited/-', value: 'Oslo' }] },
+    { type: EventType.TEXT_MESSAGE_CONTENT, messageId: 'm1', delta: ' It is 7 degrees.' },
+    { type: EventType.TEXT_MESSAGE_END, messageId: 'm1' },
+    { type: EventType.RUN_FINISHED, threadId, runId },
+  ];
+};
+const JOIN = 4;
+
+/** What `@ag-ui/client` builds from the producer's own events. */
+async function direct(events) {
+  class Replay extends AbstractAgent {
+    run() {
+      return from(events.map((e) => structuredClone(e)));
+    }
+  }
+  const agent = new Replay({ threadId: 'x' });
+  await agent.runAgent();
+  return { messages: agent.messages, state: agent.state };
+}
+
+/** An AG-UI agent that follows a session through agent-projector until its run ends. */
+class Follow extends AbstractAgent {
+  constructor(sid, options = {}) {
+    super({ threadId: sid });
+    this.url = `${server.base}/v1/sessions/${sid}/ag-ui`;
+    this.options = options;
+    this.seen = [];
+  }
+
+  run() {
+    const headers = this.options.lastEventId ? { 'last-event-id': this.options.lastEventId } : {};
+    const ctl = new AbortController();
+    this.abort = () => ctl.abort();
+    return transformHttpEventStream(runHttpRequest(() => fetch(this.url, { headers, signal: ctl.signal }))).pipe(
+      tap((e) => {
+        EventSchemas.parse(e);
+        this.seen.push(e);
+        this.options.onEvent?.(e, this);
+      }),
+      takeWhile((e) => e.type !== EventType.RUN_FINISHED && e.type !== EventType.RUN_ERROR, true),
+    );
+  }
+}
+
+/** AG-UI's messages compared by what they say (ids, roles, text, calls, results). */
+const said = (ms) => ms.map((m) => {
+  const x = { id: m.id, role: m.role, content: m.content };
+  if (m.toolCalls) x.toolCalls = m.toolCalls.map((c) => ({ id: c.id, name: c.function.name, args: JSON.parse(c.function.arguments) }));
+  if (m.role === 'tool') x.toolCallId = m.toolCallId;
+  return x;
+});
+
+test('an AG-UI client joining mid-run ends with what the producer\'s own events build', async () => {
+  const sid = `agui-serve-${process.pid}-1`;
+  const events = run(sid);
+  await post(server.base, sid, events.slice(0, JOIN));
+  const agent = new Follow(sid);
+  let posted;
+  agent.options.onEvent = (e) => {
+    // Once the client holds the snapshot, the producer goes on.
+    if (e.type === EventType.STATE_SNAPSHOT && !posted) posted = post(server.base, sid, events.slice(JOIN));
+  };
+  await agent.runAgent();
+  await posted;
+  const want = await direct(events);
+  assert.deepEqual(said(agent.messages), said(want.messages));
+  assert.deepEqual(agent.state, want.state);
+  assert.equal(agent.seen[0].type, EventType.RUN_STARTED);
+  assert.equal(agent.seen.at(-1).type, EventType.RUN_FINISHED);
+  // The ids are the projection's cursor ids.
+  assert.ok(agent.seen.length > 5);
+});
+
+test('an idle session is one closed run: its snapshot between RUN_STARTED and RUN_FINISHED', async () => {
+  const sid = `agui-serve-${process.pid}-2`;
+  const events = run(sid);
+  await post(server.base, sid, events);
+  const agent = new Follow(sid);
+  await agent.runAgent();
+  assert.deepEqual(agent.seen.map((e) => e.type),
+    [EventType.RUN_STARTED, EventType.MESSAGES_SNAPSHOT, EventType.STATE_SNAPSHOT, EventType.RUN_FINISHED]);
+  const want = await direct(events);
+  assert.deepEqual(said(agent.messages), said(want.messages));
+  assert.deepEqual(agent.state, want.state);
+});
+
+test('cut mid-run and reconnected with Last-Event-ID: every message once', async () => {
+  const sid = `agui-serve-${process.pid}-3`;
+  const events = run(sid);
+  await post(server.base, sid, events.slice(0, JOIN));
+  // The first connection reads the snapshot, then is cut.
+  let lastId;
+  const raw = await fetch(`${server.base}/v1/sessions/${sid}/ag-ui`);
+  const reader = raw.body.pipeThrough(new TextDecoderStream()).getReader();
+  let text = '';
+  while (!text.includes('STATE_SNAPSHOT')) text += (await reader.read()).value;
+  let held;
+  for (const l of text.split('\n')) {
+    if (l.startsWith('id: ')) lastId = l.slice(4);
+    if (l.includes('"MESSAGES_SNAPSHOT"')) held = JSON.parse(l.slice(6)).messages;
+  }
+  await reader.cancel();
+  assert.ok(lastId && held, text);
+  // Meanwhile the run goes on: the tool call.
+  await post(server.base, sid, events.slice(JOIN, JOIN + 4));
+  // The client reconnects, saying what it read last; it keeps what it had.
+  // Once it holds the new snapshot, the rest of the run streams live: the
+  // message it holds goes on.
+  let posted;
+  const again = new Follow(sid, {
+    lastEventId: lastId,
+    onEvent: (e) => {
+      if (e.type === EventType.STATE_SNAPSHOT && !posted) posted = post(server.base, sid, events.slice(JOIN + 4));
+    },
+  });
+  again.messages = held;
+  await again.runAgent();
+  await posted;
+  assert.ok(again.seen.some((e) => e.type === EventType.TEXT_MESSAGE_CONTENT && e.delta === ' It is 7 degrees.'),
+    'the rest of the run came live');
+  const want = await direct(events);
+  assert.deepEqual(said(again.messages), said(want.messages), 'nothing lost, nothing twice');
+  assert.equal(again.messages.filter((m) => m.id === 'm1').length, 1);
+  assert.deepEqual(again.state, want.state);
+});
