@@ -8,8 +8,11 @@ use figment::providers::{Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+mod upstream;
+
 use crate::allowlist::{http_url, AllowedHost};
 use crate::projection::ProjectionConfig;
+pub use upstream::UpstreamConfig;
 
 /// The defaults, compiled into the binary.
 pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
@@ -46,33 +49,6 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub controls: ControlsConfig,
     pub upstream: UpstreamConfig,
-}
-
-/// `[upstream]`: the AI SDK route the chat gateway forwards to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UpstreamConfig {
-    /// The AI SDK chat route `POST /v1/chat` forwards to; empty: none.
-    pub chat_url: String,
-    /// Without a chat route: how long `POST /v1/chat` waits for the
-    /// session's runtime to start its answer.
-    pub start_timeout_secs: u64,
-}
-
-impl UpstreamConfig {
-    /// Check the section against the allowlist it shares with the relay.
-    fn validate(&self, allowed_hosts: &[String]) -> Result<(), String> {
-        if self.chat_url.is_empty() {
-            return Ok(());
-        }
-        let url =
-            http_url(&self.chat_url).ok_or("upstream.chat_url must be empty or an http(s) URL")?;
-        let mut hosts = allowed_hosts.iter().filter_map(|h| AllowedHost::parse(h));
-        match hosts.any(|h| h.allows(&url)) {
-            true => Ok(()),
-            false => Err("upstream.chat_url: its host must be on controls.allowed_hosts".into()),
-        }
-    }
 }
 
 /// A secret string: serialises as itself, but `Debug` never shows it, so a
@@ -638,5 +614,34 @@ mod tests {
             ("PROJECTOR_CONTROLS__SIGNING_SECRET", "s"),
         ]);
         assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn the_ag_ui_upstream_must_be_on_the_allowlist_too() {
+        let load = |vars: &[(&str, &str)]| Config::load(None, env(vars), &Overrides::default());
+        let e = load(&[
+            (
+                "PROJECTOR_UPSTREAM__AG_UI_URL",
+                "http://agent.internal:8000/",
+            ),
+            ("PROJECTOR_CONTROLS__ALLOWED_HOSTS", r#"["chat.internal"]"#),
+            ("PROJECTOR_CONTROLS__SIGNING_SECRET", "s"),
+        ]);
+        match e {
+            Err(ConfigError::Invalid(m)) => assert!(m.contains("upstream.ag_ui_url"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        let ok = load(&[
+            (
+                "PROJECTOR_UPSTREAM__AG_UI_URL",
+                "http://agent.internal:8000/",
+            ),
+            ("PROJECTOR_CONTROLS__ALLOWED_HOSTS", r#"["agent.internal"]"#),
+            ("PROJECTOR_CONTROLS__SIGNING_SECRET", "s"),
+        ]);
+        assert_eq!(
+            ok.map(|c| c.upstream.ag_ui_url).ok().as_deref(),
+            Some("http://agent.internal:8000/")
+        );
     }
 }

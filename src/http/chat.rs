@@ -37,6 +37,8 @@ const MAX_BODY: usize = 4 * 1024 * 1024;
 /// The gateway's upstream and the runs it is reading.
 pub struct Gateway {
     upstream: Option<(reqwest::Client, String)>,
+    /// The AG-UI agent `POST /v1/sessions/{id}/ag-ui` forwards to.
+    pub(super) ag_ui: Option<(reqwest::Client, String)>,
     /// A cancel handle per session whose upstream answer is being read,
     /// with the number of the reading that registered it.
     running: DashMap<String, (u64, CancellationToken)>,
@@ -55,23 +57,24 @@ impl std::fmt::Debug for Gateway {
 impl Gateway {
     /// The gateway of a (validated) configuration.
     pub fn new(cfg: &Config) -> Result<Gateway, reqwest::Error> {
-        let upstream = if cfg.upstream.chat_url.is_empty() {
-            None
-        } else {
-            let t = Duration::from_millis(cfg.controls.timeout_ms);
-            let client = reqwest::Client::builder()
-                // The answer streams for as long as the model writes: no
-                // total timeout, only connect and per-read ones.
-                .connect_timeout(t)
-                .read_timeout(Duration::from_secs(cfg.limits.body_timeout_secs))
-                .redirect(reqwest::redirect::Policy::none())
-                .no_proxy()
-                .user_agent(concat!("agent-projector/", env!("CARGO_PKG_VERSION")))
-                .build()?;
-            Some((client, cfg.upstream.chat_url.clone()))
-        };
+        let t = Duration::from_millis(cfg.controls.timeout_ms);
+        let client = reqwest::Client::builder()
+            // The answer streams for as long as the model writes: no total
+            // timeout, only connect and per-read ones.
+            .connect_timeout(t)
+            .read_timeout(Duration::from_secs(cfg.limits.body_timeout_secs))
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .user_agent(concat!("agent-projector/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        let route = |url: &str| (!url.is_empty()).then(|| (client.clone(), url.to_string()));
+        let (upstream, ag_ui) = (
+            route(&cfg.upstream.chat_url),
+            route(&cfg.upstream.ag_ui_url),
+        );
         Ok(Gateway {
             upstream,
+            ag_ui,
             running: DashMap::new(),
             next: std::sync::atomic::AtomicU64::new(1),
         })
@@ -142,25 +145,69 @@ pub async fn post_chat(
         caller.require(Scope::Control, Some(&session))?;
         return via_runtime(&st, &caller, &session, &request).await;
     };
-    // The user's message is made durable while the request travels to the
-    // route (which takes longer): the answer is read only once both are
-    // done, so the log keeps the user's message first.
-    let (recorded, resp) = tokio::join!(
+    // The route answers the approvals the request responds to with its
+    // tool outputs or denials: those resolve the session's actions.
+    let last = request
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|m| m.last());
+    let approvals = approval_responses(last)
+        .into_iter()
+        .map(|(tcid, aid, _, _)| (tcid, aid))
+        .collect();
+    let message_id = forward(
+        &st,
+        &session,
+        (client, url),
+        bytes,
         record_user_message(&st, &session, &request),
+        approvals,
+    )
+    .await?;
+    let slot = st.limits.subscribe(&session)?;
+    let feed = st
+        .registry
+        .message(&session, MessagePick::Id(message_id.clone()))
+        .await?
+        .ok_or_else(|| Problem::not_found(format!("message {message_id} is gone")))?;
+    Ok(super::streams::ui_response(
+        &st, &caller, session, feed, slot,
+    ))
+}
+
+/// Forward `body` to an upstream route (while `first` makes the request's
+/// own facts durable), read its answer into `session` in a task of its own
+/// (it goes on if the caller leaves; a `cancel` control, or a newer request
+/// of the same session, ends it), and wait until the answer has begun: what
+/// the reading began with (the UI stream's message id, the AG-UI run id).
+pub(super) async fn forward(
+    st: &AppState,
+    session: &str,
+    (client, url): (&reqwest::Client, &str),
+    body: bytes::Bytes,
+    first: impl std::future::Future<Output = Result<(), Problem>>,
+    approvals: Vec<(String, String)>,
+) -> Result<String, Problem> {
+    // The request's facts are made durable while it travels to the route
+    // (which takes longer): the answer is read only once both are done, so
+    // the log keeps them first.
+    let (recorded, resp) = tokio::join!(
+        first,
         client
             .post(url)
             .header("content-type", "application/json")
-            .body(bytes)
+            .header("accept", "text/event-stream")
+            .body(body)
             .send()
     );
     recorded?;
     let resp = resp.map_err(|e| {
-        warn!(error = %e, "upstream chat route unreachable");
+        warn!(error = %e, "upstream route unreachable");
         Problem::new(
             StatusCode::BAD_GATEWAY,
             "upstream_unreachable",
             "Upstream unreachable",
-            "the upstream chat route could not be reached",
+            "the upstream route could not be reached",
         )
     })?;
     if !resp.status().is_success() {
@@ -168,41 +215,29 @@ pub async fn post_chat(
             StatusCode::BAD_GATEWAY,
             "upstream_rejected",
             "Upstream rejected",
-            format!("the upstream chat route answered {}", resp.status()),
+            format!("the upstream route answered {}", resp.status()),
         ));
     }
-    // Read the answer into the session in a task of its own: it goes on if
-    // the browser leaves, and a `cancel` control ends it.
     let cancel = CancellationToken::new();
     let number = st
         .gateway
         .next
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    // A new answer in the same chat supersedes the one still being read.
-    if let Some((_, (_, older))) = st.gateway.running.remove(&session) {
+    if let Some((_, (_, older))) = st.gateway.running.remove(session) {
         older.cancel();
     }
     st.gateway
         .running
-        .insert(session.clone(), (number, cancel.clone()));
-    let (started, message) = tokio::sync::oneshot::channel();
-    // The route answers the approvals the request responds to with its
-    // tool outputs or denials: those resolve the session's actions.
-    let last = request
-        .get("messages")
-        .and_then(Value::as_array)
-        .and_then(|m| m.last());
+        .insert(session.to_string(), (number, cancel.clone()));
+    let (started, begun) = tokio::sync::oneshot::channel();
     let reading = Reading {
         started: Some(started),
-        cancel: Some(cancel.clone()),
-        approvals: approval_responses(last)
-            .into_iter()
-            .map(|(tcid, aid, _, _)| (tcid, aid))
-            .collect(),
+        cancel: Some(cancel),
+        approvals,
         key: None,
     };
     {
-        let (st, session) = (st.clone(), session.clone());
+        let (st, session) = (st.clone(), session.to_string());
         tokio::spawn(async move {
             let out =
                 ingest_stream::read(st.clone(), session.clone(), resp.bytes_stream(), reading)
@@ -215,23 +250,14 @@ pub async fn post_chat(
                 .remove_if(&session, |_, (n, _)| *n == number);
         });
     }
-    let message_id = message.await.map_err(|_| {
+    begun.await.map_err(|_| {
         Problem::new(
             StatusCode::BAD_GATEWAY,
             "upstream_empty",
             "Upstream answered nothing",
-            "the upstream chat route's answer held no message",
+            "the upstream route's answer held nothing to apply",
         )
-    })?;
-    let slot = st.limits.subscribe(&session)?;
-    let feed = st
-        .registry
-        .message(&session, MessagePick::Id(message_id.clone()))
-        .await?
-        .ok_or_else(|| Problem::not_found(format!("message {message_id} is gone")))?;
-    Ok(super::streams::ui_response(
-        &st, &caller, session, feed, slot,
-    ))
+    })
 }
 
 /// Without an upstream, the chat goes to the session's runtime through the
@@ -427,24 +453,38 @@ async fn record_user_message(st: &AppState, session: &str, request: &Value) -> R
     let text = user_text(last);
     let event = json!({"id": format!("chat-user:{id}"), "type": "turn.submitted",
                        "turnId": id, "messageId": id, "payload": {"text": text}});
-    let n = normalize(event, &st.event_limits()).map_err(|issues| {
-        Problem::bad_request(
-            "invalid_chat_request",
-            issues
-                .first()
-                .map_or_else(String::new, |i| i.message.clone()),
-        )
-    })?;
-    st.registry
-        .ingest(
-            session,
-            vec![IncomingEvent {
-                index: 0,
-                fact: n.fact,
-                warnings: n.warnings,
-            }],
-        )
-        .await?;
+    record(st, session, vec![event], "invalid_chat_request").await
+}
+
+/// Make a request's own facts durable in `session` (all or none); an event
+/// that does not normalise is a 400 with `code`.
+pub(super) async fn record(
+    st: &AppState,
+    session: &str,
+    events: Vec<Value>,
+    code: &'static str,
+) -> Result<(), Problem> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let limits = st.event_limits();
+    let mut incoming = Vec::with_capacity(events.len());
+    for (index, e) in events.into_iter().enumerate() {
+        let n = normalize(e, &limits).map_err(|issues| {
+            Problem::bad_request(
+                code,
+                issues
+                    .first()
+                    .map_or_else(String::new, |i| i.message.clone()),
+            )
+        })?;
+        incoming.push(IncomingEvent {
+            index,
+            fact: n.fact,
+            warnings: n.warnings,
+        });
+    }
+    st.registry.ingest(session, incoming).await?;
     Ok(())
 }
 

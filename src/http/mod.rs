@@ -3,6 +3,7 @@
 //! fallbacks as problem+json; a last layer turns any other error response
 //! (a framework rejection) into problem+json too.
 
+pub mod ag_ui_gateway;
 pub mod auth;
 pub mod chat;
 pub mod controls;
@@ -79,6 +80,7 @@ pub fn router(state: AppState) -> Router {
         .merge(ops::router())
         .merge(openapi::router())
         .merge(chat::router())
+        .merge(ag_ui_gateway::router())
         .merge(viewer::router())
         .fallback(|| async { Problem::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async {

@@ -7,7 +7,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use utoipa::OpenApi;
 
-use super::{chat, controls, ingest, messages, ops, sessions, streams, AppState};
+use super::{ag_ui_gateway, chat, controls, ingest, messages, ops, sessions, streams, AppState};
 use crate::error::{Problem, ProblemItem};
 use crate::session::{IngestOutcome, Warning};
 
@@ -32,6 +32,7 @@ use crate::session::{IngestOutcome, Warning};
         streams::stream_message,
         streams::resume_chat,
         streams::stream_ag_ui,
+        ag_ui_gateway::run_agent,
         chat::post_chat,
         ops::get_healthz,
         ops::get_readyz,

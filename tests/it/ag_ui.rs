@@ -410,3 +410,32 @@ async fn a_deleted_session_starts_over_on_the_ag_ui_stream_and_pending_actions_a
     );
     assert_eq!(again[1].data["messages"], json!([]));
 }
+
+#[tokio::test]
+async fn the_ag_ui_gateway_says_what_is_missing() {
+    let srv = TestServer::builder().start().await;
+    let post = |body: Value| {
+        srv.http
+            .post(srv.url("/v1/sessions/ag-gw/ag-ui"))
+            .json(&body)
+            .send()
+    };
+    let r = post(json!({"threadId": "ag-gw", "messages": []}))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let p: Value = r.json().await.unwrap();
+    assert_eq!(p["code"], "invalid_run_input");
+    let r = post(json!({"threadId": "ag-gw", "runId": "r1", "messages": [],
+                        "state": {}, "tools": [], "context": [], "forwardedProps": {}}))
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 409);
+    let p: Value = r.json().await.unwrap();
+    assert_eq!(p["code"], "no_upstream");
+    assert_eq!(
+        srv.snapshot("ag-gw").await["cursor"],
+        0,
+        "nothing was recorded"
+    );
+}

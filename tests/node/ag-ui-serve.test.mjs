@@ -8,11 +8,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventType } from '@ag-ui/core';
-import { EventSchemas } from '@ag-ui/core/schemas';
-import { AbstractAgent, runHttpRequest, transformHttpEventStream } from '@ag-ui/client';
+import { AbstractAgent } from '@ag-ui/client';
 import { from } from 'rxjs';
-import { takeWhile, tap } from 'rxjs/operators';
 import { startServer, post } from './lib/server.mjs';
+import { Follow, said } from './lib/ag-ui.mjs';
 
 let server;
 before(async () => {
@@ -57,43 +56,11 @@ async function direct(events) {
   return { messages: agent.messages, state: agent.state };
 }
 
-/** An AG-UI agent that follows a session through agent-projector until its run ends. */
-class Follow extends AbstractAgent {
-  constructor(sid, options = {}) {
-    super({ threadId: sid });
-    this.url = `${server.base}/v1/sessions/${sid}/ag-ui`;
-    this.options = options;
-    this.seen = [];
-  }
-
-  run() {
-    const headers = this.options.lastEventId ? { 'last-event-id': this.options.lastEventId } : {};
-    const ctl = new AbortController();
-    this.abort = () => ctl.abort();
-    return transformHttpEventStream(runHttpRequest(() => fetch(this.url, { headers, signal: ctl.signal }))).pipe(
-      tap((e) => {
-        EventSchemas.parse(e);
-        this.seen.push(e);
-        this.options.onEvent?.(e, this);
-      }),
-      takeWhile((e) => e.type !== EventType.RUN_FINISHED && e.type !== EventType.RUN_ERROR, true),
-    );
-  }
-}
-
-/** AG-UI's messages compared by what they say (ids, roles, text, calls, results). */
-const said = (ms) => ms.map((m) => {
-  const x = { id: m.id, role: m.role, content: m.content };
-  if (m.toolCalls) x.toolCalls = m.toolCalls.map((c) => ({ id: c.id, name: c.function.name, args: JSON.parse(c.function.arguments) }));
-  if (m.role === 'tool') x.toolCallId = m.toolCallId;
-  return x;
-});
-
 test('an AG-UI client joining mid-run ends with what the producer\'s own events build', async () => {
   const sid = `agui-serve-${process.pid}-1`;
   const events = run(sid);
   await post(server.base, sid, events.slice(0, JOIN));
-  const agent = new Follow(sid);
+  const agent = new Follow(server.base, sid);
   let posted;
   agent.options.onEvent = (e) => {
     // Once the client holds the snapshot, the producer goes on.
@@ -114,7 +81,7 @@ test('an idle session is one closed run: its snapshot between RUN_STARTED and RU
   const sid = `agui-serve-${process.pid}-2`;
   const events = run(sid);
   await post(server.base, sid, events);
-  const agent = new Follow(sid);
+  const agent = new Follow(server.base, sid);
   await agent.runAgent();
   assert.deepEqual(agent.seen.map((e) => e.type),
     [EventType.RUN_STARTED, EventType.MESSAGES_SNAPSHOT, EventType.STATE_SNAPSHOT, EventType.RUN_FINISHED]);
@@ -146,7 +113,7 @@ test('cut mid-run and reconnected with Last-Event-ID: every message once', async
   // Once it holds the new snapshot, the rest of the run streams live: the
   // message it holds goes on.
   let posted;
-  const again = new Follow(sid, {
+  const again = new Follow(server.base, sid, {
     lastEventId: lastId,
     onEvent: (e) => {
       if (e.type === EventType.STATE_SNAPSHOT && !posted) posted = post(server.base, sid, events.slice(JOIN + 4));

@@ -77,6 +77,21 @@ pub fn is_ag_ui(v: &Value) -> bool {
         .is_some_and(|t| EVENT_TYPES.contains(&t))
 }
 
+/// The turns a `RunAgentInput` submits: its user messages as
+/// `turn.submitted` facts with the messages' entity ids (`ag:user:<id>`),
+/// so that the whole history the client sends again adds nothing twice.
+pub fn input_turns(input: &Value) -> Vec<Value> {
+    let reader = AgUi::new(None);
+    input
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .filter_map(|m| reader.user_message(m))
+        .collect()
+}
+
 /// A tool call whose arguments are streaming.
 #[derive(Debug, Clone, Default)]
 struct Call {

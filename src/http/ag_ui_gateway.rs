@@ -1,0 +1,110 @@
+//! `POST /v1/sessions/{session_id}/ag-ui`: the AG-UI gateway. What
+//! `@ag-ui/client`'s `HttpAgent` sends (a `RunAgentInput`) goes to the
+//! AG-UI agent of `[upstream] ag_ui_url` unchanged; the agent's event stream
+//! is read into the session (its user messages first), and the client is
+//! answered with the session's AG-UI stream until the run ends. The run goes
+//! on if the client leaves; `GET .../ag-ui` reconnects to it; a `cancel`
+//! control aborts the upstream request.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use futures_util::StreamExt;
+use serde_json::Value;
+use tracing::instrument;
+
+use super::auth::{Caller, Scope};
+use super::chat::{forward, record};
+use super::extract::{read_body, reject_duplicate_keys};
+use super::{AppState, SessionId};
+use crate::error::Problem;
+use crate::event::ag_ui;
+use crate::stream::{self, StartAt};
+
+/// Largest `RunAgentInput` (it carries the whole conversation).
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+pub(super) fn router() -> Router<AppState> {
+    Router::new().route(
+        "/v1/sessions/{session_id}/ag-ui",
+        post(run_agent).layer(axum::extract::DefaultBodyLimit::disable()),
+    )
+}
+
+/// Run the upstream AG-UI agent on a `RunAgentInput` through the session.
+#[utoipa::path(
+    post,
+    path = "/v1/sessions/{session_id}/ag-ui",
+    tag = "streams",
+    params(("session_id" = String, Path, description = "Session id (the AG-UI thread id)")),
+    request_body(content = Value, description = "A `RunAgentInput` (`{threadId, runId, messages, state, tools, context, forwardedProps}`), forwarded unchanged", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The session's AG-UI stream (as `GET .../ag-ui`) until the run ends", content_type = "text/event-stream", body = String),
+        (status = 400, description = "Not a RunAgentInput (`invalid_run_input`)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "`no_upstream`: no [upstream] ag_ui_url is configured", body = Problem, content_type = "application/problem+json"),
+        (status = 502, description = "`upstream_unreachable`, `upstream_rejected` (its status), or `upstream_empty` (nothing in its answer)", body = Problem, content_type = "application/problem+json"),
+    )
+)]
+#[instrument(skip_all, fields(session_id = %session.0))]
+pub async fn run_agent(
+    State(st): State<AppState>,
+    caller: Caller,
+    session: SessionId,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    caller.require(Scope::Publish, Some(&session.0))?;
+    caller.require(Scope::Subscribe, Some(&session.0))?;
+    let bytes = read_body(&st.limits, &headers, body, MAX_BODY).await?;
+    reject_duplicate_keys(&bytes)?;
+    let input: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| Problem::bad_request("invalid_run_input", e.to_string()))?;
+    let named = |k: &str| {
+        input
+            .get(k)
+            .and_then(Value::as_str)
+            .is_some_and(|v| !v.is_empty())
+    };
+    if !named("runId") || !input.get("messages").is_some_and(Value::is_array) {
+        return Err(Problem::bad_request(
+            "invalid_run_input",
+            "a RunAgentInput names its run in `runId` and carries `messages`",
+        ));
+    }
+    // One run is one request for the ingest rate limits.
+    st.limits.ingest(&session.0, caller.token_key(), 1)?;
+    let Some((client, url)) = &st.gateway.ag_ui else {
+        return Err(Problem::new(
+            StatusCode::CONFLICT,
+            "no_upstream",
+            "No upstream",
+            "no [upstream] ag_ui_url is configured",
+        ));
+    };
+    let turns = ag_ui::input_turns(&input);
+    let first = record(&st, &session.0, turns, "invalid_run_input");
+    forward(&st, &session.0, (client, url), bytes, first, Vec::new()).await?;
+    let slot = st.limits.subscribe(&session.0)?;
+    let frames = stream::frames(
+        st.registry.clone(),
+        session.0.clone(),
+        StartAt::default(),
+        st.cfg.stream.replay_page,
+    );
+    let events = stream::ag_ui::run_events(session.0, frames);
+    let farewell = vec![bytes::Bytes::from_static(
+        b"data: {\"type\":\"RUN_ERROR\",\"message\":\"token expired\",\"code\":\"token_expired\"}\n\n",
+    )];
+    let events = stream::until_expiry(events, caller.exp, farewell).map(move |b| {
+        let _ = &slot;
+        b
+    });
+    Ok(stream::ag_ui::response(
+        events,
+        st.heartbeat(),
+        st.shutdown.clone(),
+    ))
+}
