@@ -12,7 +12,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
-use futures_util::StreamExt;
 use serde_json::Value;
 use tracing::instrument;
 
@@ -22,7 +21,6 @@ use super::extract::{read_body, reject_duplicate_keys};
 use super::{AppState, SessionId};
 use crate::error::Problem;
 use crate::event::ag_ui;
-use crate::stream::{self, StartAt};
 
 /// Largest `RunAgentInput` (it carries the whole conversation).
 const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -87,24 +85,5 @@ pub async fn run_agent(
     let turns = ag_ui::input_turns(&input);
     let first = record(&st, &session.0, turns, "invalid_run_input");
     forward(&st, &session.0, (client, url), bytes, first, Vec::new()).await?;
-    let slot = st.limits.subscribe(&session.0)?;
-    let frames = stream::frames(
-        st.registry.clone(),
-        session.0.clone(),
-        StartAt::default(),
-        st.cfg.stream.replay_page,
-    );
-    let events = stream::ag_ui::run_events(session.0, frames);
-    let farewell = vec![bytes::Bytes::from_static(
-        b"data: {\"type\":\"RUN_ERROR\",\"message\":\"token expired\",\"code\":\"token_expired\"}\n\n",
-    )];
-    let events = stream::until_expiry(events, caller.exp, farewell).map(move |b| {
-        let _ = &slot;
-        b
-    });
-    Ok(stream::ag_ui::response(
-        events,
-        st.heartbeat(),
-        st.shutdown.clone(),
-    ))
+    super::streams::ag_ui_response(&st, &caller, session.0, true)
 }

@@ -139,14 +139,27 @@ pub async fn stream_ag_ui(
             format: None,
         },
     )?;
-    let slot = st.limits.subscribe(&session.0)?;
+    ag_ui_response(&st, &caller, session.0, false)
+}
+
+/// The session's AG-UI stream for an authorised caller within the stream
+/// limits, from the snapshot; it ends with `RUN_ERROR` (`token_expired`)
+/// when the caller's token expires, and, with `until_run_end`, after the
+/// first run's end.
+pub(super) fn ag_ui_response(
+    st: &AppState,
+    caller: &Caller,
+    session: String,
+    until_run_end: bool,
+) -> Result<Response, Problem> {
+    let slot = st.limits.subscribe(&session)?;
     let frames = stream::frames(
         st.registry.clone(),
-        session.0.clone(),
+        session.clone(),
         StartAt::default(),
         st.cfg.stream.replay_page,
     );
-    let bytes = stream::ag_ui::events(session.0, frames);
+    let bytes = stream::ag_ui::events(session, frames, until_run_end);
     let farewell = vec![bytes::Bytes::from_static(
         b"data: {\"type\":\"RUN_ERROR\",\"message\":\"token expired\",\"code\":\"token_expired\"}\n\n",
     )];

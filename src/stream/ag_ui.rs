@@ -31,30 +31,20 @@ use crate::frame::{FrameKind, SharedFrame};
 use crate::projection::{Message, Role};
 use shapes::{interrupt, messages, reasoning_id, tool_result};
 
-/// AG-UI SSE bytes of a session's frames (`session` is the AG-UI thread).
+/// AG-UI SSE bytes of a session's frames (`session` is the AG-UI thread);
+/// with `until_run_end`, they end right after the first run's end
+/// (`RUN_FINISHED` or `RUN_ERROR`): the answer to a run a client asked for.
 pub fn events(
     session: String,
     inner: impl Stream<Item = SharedFrame> + Send + 'static,
-) -> impl Stream<Item = Bytes> + Send + 'static {
-    let mut view = View {
-        thread: session,
-        ..View::default()
-    };
-    inner.filter_map(move |f| std::future::ready(view.map(&f)))
-}
-
-/// The same events, ending after the first run's end (`RUN_FINISHED` or
-/// `RUN_ERROR`): the answer to a run an AG-UI client asked for.
-pub fn run_events(
-    session: String,
-    inner: impl Stream<Item = SharedFrame> + Send + 'static,
+    until_run_end: bool,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
     let mut view = View {
         thread: session,
         ..View::default()
     };
     let mapped = Box::pin(inner.filter_map(move |f| {
-        let out = view.map(&f).map(|b| (b, view.ended));
+        let out = view.map(&f).map(|b| (b, view.ended && until_run_end));
         std::future::ready(out)
     }));
     // Ends right after the item that ends the run, without waiting for
