@@ -15,14 +15,18 @@ RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet
 
 cargo test --locked --all-targets
 
+# The Python packages the suites use (third-party clients: `websockets`,
+# schemathesis, AG-UI's Python SDK, LangGraph), in a virtualenv of their own
+# under target/py with the pinned requirements; the Node suite runs a
+# LangGraph agent from it too.
+[ -x target/py/bin/python ] || python3 -m venv target/py
+target/py/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+
 # Node suites, against the binary cargo just built. Exact versions from the lockfile.
 (cd tests/node && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
 (cd tests/node && node --test --test-concurrency=1 --test-reporter=spec)
 
-# Python suites (third-party clients: `websockets`, schemathesis), in a
-# virtualenv of their own under target/py with the pinned requirements.
-[ -x target/py/bin/python ] || python3 -m venv target/py
-target/py/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+# Python suites.
 target/py/bin/python -m pytest -q -p no:cacheprovider tests/python
 
 # Smoke: start the real binary on a free port (memory store), wait for its
