@@ -80,6 +80,10 @@ struct View {
     calls: HashSet<String>,
     /// Calls whose arguments streamed (their input is not sent again).
     streamed: HashSet<String>,
+    /// Tool names by call id (from the snapshot and the calls' starts): a
+    /// call that streamed before this connection opens again with its name,
+    /// which AG-UI clients would otherwise overwrite.
+    names: std::collections::HashMap<String, String>,
     /// Pending actions (`data-actions` entries), for an interrupt outcome.
     pending: Map<String, Value>,
     /// The run id the runtime surface says.
@@ -169,6 +173,18 @@ impl View {
             .get("runId")
             .and_then(Value::as_str)
             .map(str::to_string);
+        for m in &s.state.messages {
+            for p in &m.parts {
+                if let crate::projection::Part::Tool {
+                    tool_name,
+                    tool_call_id,
+                    ..
+                } = p
+                {
+                    self.names.insert(tool_call_id.clone(), tool_name.clone());
+                }
+            }
+        }
         self.pending = s
             .state
             .actions
@@ -377,9 +393,13 @@ impl View {
     }
 
     fn open_call(&mut self, mid: &str, tc: &str, name: &str) -> Option<Value> {
+        if !name.is_empty() {
+            self.names.insert(tc.to_string(), name.to_string());
+        }
         if !self.calls.insert(tc.to_string()) {
             return None;
         }
+        let name = self.names.get(tc).map_or(name, String::as_str);
         Some(
             json!({"type": "TOOL_CALL_START", "toolCallId": tc, "toolCallName": name,
                     "parentMessageId": mid}),

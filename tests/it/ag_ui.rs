@@ -439,3 +439,35 @@ async fn the_ag_ui_gateway_says_what_is_missing() {
         "nothing was recorded"
     );
 }
+
+#[tokio::test]
+async fn a_tool_call_streaming_across_a_reconnection_opens_again_with_its_name() {
+    let srv = TestServer::builder().start().await;
+    let (status, v) = srv
+        .post(
+            "ag-tool",
+            &json!([
+                {"type": "RUN_STARTED", "threadId": "th", "runId": "r1"},
+                {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "search", "parentMessageId": "m1"},
+                {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"q\":"}
+            ]),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let mut s = ag_ui_stream(&srv, "ag-tool", None).await;
+    let head = s.take(3).await;
+    assert_eq!(head[2].data["type"], "STATE_SNAPSHOT");
+    srv.post(
+        "ag-tool",
+        &json!([{"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "\"rust\"}"},
+                {"type": "TOOL_CALL_END", "toolCallId": "c1"}]),
+    )
+    .await;
+    let next = s.take(2).await;
+    assert_eq!(next[0].data["type"], "TOOL_CALL_START");
+    assert_eq!(
+        next[0].data["toolCallName"], "search",
+        "the call opens again with its name: {next:?}"
+    );
+    assert_eq!(next[1].data["type"], "TOOL_CALL_ARGS");
+}
