@@ -131,6 +131,8 @@ fn complete(doc: &mut serde_json::Value) {
             }
             if stream {
                 add("404", "No such message (AI SDK streams)");
+            }
+            if stream || path.ends_with("/ag-ui") {
                 add("429", "`too_many_subscribers`: the stream limits of the session or the server are reached");
             }
             if has_body {
@@ -167,6 +169,18 @@ fn complete(doc: &mut serde_json::Value) {
     }
     doc["paths"]["/v1/sessions/{session_id}/snapshot"]["get"]["responses"]["200"]["content"]
         ["application/json"]["schema"] = json!({"$ref": "#/components/schemas/SnapshotFrame"});
+    // The AG-UI streams, event by event as an SSE client reads them.
+    doc["components"]["schemas"]["AgUiSseEvent"] = json!({
+        "type": "object",
+        "description": "One Server-Sent Event of an AG-UI stream: `data` is one AG-UI 1.0 event as JSON text (docs/AG-UI.md), `id` its frame's `<epoch>:<cursor>`",
+        "required": ["data"],
+        "properties": {"data": {"type": "string"}, "id": {"type": "string"},
+                       "event": {"type": "string"}, "retry": {"type": "integer"}}
+    });
+    for method in ["get", "post"] {
+        doc["paths"]["/v1/sessions/{session_id}/ag-ui"][method]["responses"]["200"]["content"]
+            ["text/event-stream"]["schema"] = json!({"$ref": "#/components/schemas/AgUiSseEvent"});
+    }
 }
 
 /// The frames of the session streams (docs/FRAMES.md), as JSON Schema.
