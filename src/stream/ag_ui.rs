@@ -115,15 +115,7 @@ struct State {
 #[serde(rename_all = "camelCase")]
 struct Delta {
     event_class: String,
-    chunks: Vec<Entry>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Entry {
-    message_id: Option<String>,
-    role: Option<Role>,
-    chunk: Value,
+    chunks: Vec<super::ChunkEntry>,
 }
 
 impl View {

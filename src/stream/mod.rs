@@ -26,6 +26,15 @@ use crate::frame::{self, Frame, FrameKind, SharedFrame};
 use crate::session::{Registry, SessionError, Start};
 use crate::store::SessionMeta;
 
+/// One chunk of a delta frame, as the views over the frames read it back.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ChunkEntry {
+    pub message_id: Option<String>,
+    pub role: Option<crate::projection::Role>,
+    pub chunk: serde_json::Value,
+}
+
 /// Where a subscriber wants to start.
 #[derive(Debug, Clone, Default)]
 pub struct StartAt {

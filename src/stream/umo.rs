@@ -56,15 +56,7 @@ struct Delta {
     cursor: u64,
     event_id: String,
     event_class: String,
-    chunks: Vec<Entry>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Entry {
-    message_id: Option<String>,
-    role: Option<Role>,
-    chunk: Value,
+    chunks: Vec<super::ChunkEntry>,
 }
 
 impl View {
