@@ -123,11 +123,7 @@ impl AgUi {
                 }
                 "tool" => {
                     if let Some(tc) = m.get("toolCallId").and_then(Value::as_str) {
-                        es.push(self.tool_result(
-                            tc,
-                            m.get("content").unwrap_or(&Value::Null),
-                            None,
-                        ));
+                        es.push(self.tool_result(tc, m.get("content").unwrap_or(&Value::Null)));
                     }
                 }
                 _ => {}

@@ -305,7 +305,7 @@ impl AgUi {
                 Err(w) => w,
             },
             "TOOL_CALL_RESULT" => match need("toolCallId") {
-                Ok(tc) => one(self.tool_result(&tc, &v("content"), s("messageId"))),
+                Ok(tc) => one(self.tool_result(&tc, &v("content"))),
                 Err(w) => w,
             },
             "STATE_SNAPSHOT" => one(self.event(

@@ -71,7 +71,7 @@ impl AgUi {
     }
 
     /// A tool's result: its content as the tool sent it.
-    pub(super) fn tool_result(&self, tc: &str, content: &Value, _message: Option<String>) -> Value {
+    pub(super) fn tool_result(&self, tc: &str, content: &Value) -> Value {
         let mut e = self.event(
             "tool.result",
             "",
