@@ -108,6 +108,7 @@ fn registry(store: SharedLog, checkpoint_every: u64, stop: CancellationToken) ->
             checkpoint_every,
             live_buffer: 1024,
             replay_page: 1000,
+            index_buffer: 64,
             conflict_retries: 0,
         },
         stop,

@@ -134,6 +134,8 @@ pub struct LimitsConfig {
     pub ingest_burst_per_token: u64,
     pub max_subscribers_per_session: usize,
     pub max_subscribers: usize,
+    /// Sessions one multiplexed connection may follow (`/v1/streams`).
+    pub max_sessions_per_stream: usize,
     pub max_live_sessions: usize,
     pub ws_max_message_bytes: usize,
     pub body_timeout_secs: u64,
@@ -213,6 +215,8 @@ pub struct StreamConfig {
     pub heartbeat_secs: u64,
     pub live_buffer: usize,
     pub replay_page: usize,
+    pub index_buffer: usize,
+    pub index_snapshot_max: usize,
 }
 
 /// `[http]`
@@ -386,6 +390,9 @@ impl Config {
         if self.stream.live_buffer == 0 || self.stream.replay_page == 0 {
             return bad("stream.live_buffer and stream.replay_page must be at least 1");
         }
+        if self.stream.index_buffer == 0 || self.stream.index_snapshot_max == 0 {
+            return bad("stream.index_buffer and stream.index_snapshot_max must be at least 1");
+        }
         if self.stream.heartbeat_secs == 0 {
             return bad("stream.heartbeat_secs must be at least 1");
         }
@@ -394,6 +401,9 @@ impl Config {
         }
         if self.limits.max_depth == 0 || self.limits.max_string_bytes == 0 {
             return bad("limits.max_depth and limits.max_string_bytes must be at least 1");
+        }
+        if self.limits.max_sessions_per_stream == 0 {
+            return bad("limits.max_sessions_per_stream must be at least 1");
         }
         if self.limits.ws_max_message_bytes < 1024 {
             return bad("limits.ws_max_message_bytes must be at least 1024");

@@ -145,6 +145,7 @@ pub async fn serve(
             checkpoint_every: cfg.sessions.checkpoint_every,
             live_buffer: cfg.stream.live_buffer,
             replay_page: cfg.stream.replay_page,
+            index_buffer: cfg.stream.index_buffer,
             conflict_retries: cfg.redis.max_conflict_retries,
         },
         shutdown.clone(),

@@ -113,7 +113,8 @@ impl Caller {
         self.open || self.scopes & (scope.bit() | Scope::Admin.bit()) != 0
     }
 
-    fn may_see(&self, session: &str) -> bool {
+    /// Whether the token may read `session` (its `sessions` claim).
+    pub fn may_see(&self, session: &str) -> bool {
         self.open
             || self.sessions.iter().any(|p| {
                 p == "*"

@@ -242,6 +242,7 @@ mod tests {
             ingest_burst_per_token: 25,
             max_subscribers_per_session: 2,
             max_subscribers: 3,
+            max_sessions_per_stream: 4,
             max_live_sessions: 10,
             ws_max_message_bytes: 4096,
             body_timeout_secs: 1,

@@ -8,10 +8,12 @@ pub mod auth;
 pub mod chat;
 pub mod controls;
 mod extract;
+pub mod index;
 pub mod ingest;
 mod ingest_stream;
 pub mod limits;
 pub mod messages;
+pub mod mux;
 pub mod openapi;
 pub mod ops;
 pub mod sessions;
@@ -77,6 +79,8 @@ pub fn router(state: AppState) -> Router {
         .merge(messages::router())
         .merge(controls::router())
         .merge(streams::router())
+        .merge(mux::router())
+        .merge(index::router())
         .merge(ops::router())
         .merge(openapi::router())
         .merge(chat::router())

@@ -7,7 +7,9 @@ use axum::routing::get;
 use axum::{Json, Router};
 use utoipa::OpenApi;
 
-use super::{ag_ui_gateway, chat, controls, ingest, messages, ops, sessions, streams, AppState};
+use super::{
+    ag_ui_gateway, chat, controls, index, ingest, messages, mux, ops, sessions, streams, AppState,
+};
 use crate::error::{Problem, ProblemItem};
 use crate::session::{IngestOutcome, Warning};
 
@@ -32,6 +34,9 @@ use crate::session::{IngestOutcome, Warning};
         streams::stream_message,
         streams::resume_chat,
         streams::stream_ag_ui,
+        mux::streams_sse,
+        mux::streams_ws,
+        index::index_stream,
         ag_ui_gateway::run_agent,
         chat::post_chat,
         ops::get_healthz,
@@ -39,7 +44,7 @@ use crate::session::{IngestOutcome, Warning};
         ops::get_metrics,
         get_openapi,
     ),
-    components(schemas(IngestOutcome, Warning, Problem, ProblemItem, sessions::EventsPage, sessions::LoggedEvent, sessions::SessionsPage, sessions::SessionSummary, sessions::Deleted, messages::MessagesPage, messages::MessageFormat, streams::StreamFormat, ops::Health, controls::ActionDecision, controls::Decision, controls::RunControl, controls::ControlType, controls::Relayed)),
+    components(schemas(IngestOutcome, Warning, Problem, ProblemItem, sessions::EventsPage, sessions::LoggedEvent, sessions::SessionsPage, crate::session::index::SessionEntry, sessions::Deleted, messages::MessagesPage, messages::MessageFormat, streams::StreamFormat, ops::Health, controls::ActionDecision, controls::Decision, controls::RunControl, controls::ControlType, controls::Relayed)),
     tags(
         (name = "ingest", description = "Runtimes post events"),
         (name = "sessions", description = "Snapshots and the event log"),

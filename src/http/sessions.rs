@@ -16,7 +16,7 @@ use super::auth::{Caller, Scope};
 use super::extract::Q;
 use super::{AppState, SessionId};
 use crate::error::Problem;
-use crate::session::Listing;
+use crate::session::index::SessionEntry;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()
@@ -36,52 +36,14 @@ pub struct ListQuery {
     pub limit: Option<usize>,
 }
 
-/// One session in a listing.
-#[derive(Debug, Serialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionSummary {
-    pub session_id: String,
-    pub epoch: String,
-    /// Cursor of the last accepted event.
-    pub head: u64,
-    /// First retained cursor.
-    pub first: u64,
-    /// Runtime status of the projection after the last append.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
-    /// The session's title, as its runtime gave it (`session.updated`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub title: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pinned: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub archived: Option<bool>,
-    /// A failed run may be retried (`run.failed` said so).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retryable: Option<bool>,
-    /// RFC 3339 time of the last append; of the session's opening (by a
-    /// read or a subscription) while it has none.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub updated_at: Option<String>,
-}
-
 /// A page of sessions.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionsPage {
-    pub sessions: Vec<SessionSummary>,
+    pub sessions: Vec<SessionEntry>,
     /// `after` for the next page; absent on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_after: Option<String>,
-}
-
-fn rfc3339(ms: u64) -> Option<String> {
-    (ms > 0).then(|| {
-        humantime::format_rfc3339_millis(
-            std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
-        )
-        .to_string()
-    })
 }
 
 /// Sessions with events, by id, paged.
@@ -113,28 +75,7 @@ pub async fn list_sessions(
     let next_after = more
         .then(|| rows.last().map(|(id, _)| id.clone()))
         .flatten();
-    let sessions = rows
-        .into_iter()
-        .map(|(id, m)| {
-            let l = m
-                .listing
-                .as_deref()
-                .map(Listing::decode)
-                .unwrap_or_default();
-            SessionSummary {
-                session_id: id,
-                epoch: m.epoch,
-                head: m.head,
-                first: m.first,
-                status: l.status,
-                title: l.title,
-                pinned: l.pinned,
-                archived: l.archived,
-                retryable: l.retryable,
-                updated_at: rfc3339(m.updated_ms),
-            }
-        })
-        .collect();
+    let sessions = rows.iter().map(|(id, m)| SessionEntry::of(id, m)).collect();
     Ok(Json(SessionsPage {
         sessions,
         next_after,

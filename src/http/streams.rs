@@ -260,7 +260,7 @@ fn start(headers: &HeaderMap, q: StreamQuery) -> Result<StartAt, Problem> {
 
 /// `<epoch>:<cursor>` (what the server sends as SSE ids) or a bare
 /// `<cursor>`; the epoch is 1 to 64 ASCII alphanumerics.
-fn parse_cursor(s: &str) -> Option<(Option<&str>, u64)> {
+pub(super) fn parse_cursor(s: &str) -> Option<(Option<&str>, u64)> {
     let (epoch, n) = match s.rsplit_once(':') {
         Some((e, _)) if e.is_empty() || e.len() > 64 => return None,
         Some((e, _)) if !e.bytes().all(|b| b.is_ascii_alphanumeric()) => return None,
@@ -354,6 +354,20 @@ pub async fn stream_ws(
     Q(q): Q<StreamQuery>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, Problem> {
+    let upgrade = ws_upgrade(&st, upgrade)?;
+    let frames = frames(&st, &caller, session, &headers, q)?;
+    let heartbeat = st.heartbeat();
+    let shutdown = st.shutdown.clone();
+    let json = frames.map(|f| f.json.clone());
+    Ok(upgrade.on_upgrade(move |socket| ws::serve(socket, json, heartbeat, shutdown)))
+}
+
+/// The upgrade of a read-only feed socket, or a problem+json refusal of a
+/// request that is not a WebSocket handshake.
+pub(super) fn ws_upgrade(
+    st: &AppState,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<WebSocketUpgrade, Problem> {
     let upgrade = upgrade.map_err(|e| {
         Problem::new(
             e.status(),
@@ -365,10 +379,7 @@ pub async fn stream_ws(
             ),
         )
     })?;
-    let frames = frames(&st, &caller, session, &headers, q)?;
-    let heartbeat = st.heartbeat();
-    let shutdown = st.shutdown.clone();
-    // The socket is a read-only feed: clients have nothing large to send.
+    // Clients have nothing large to send: subscriptions at most.
     Ok(upgrade
         .max_message_size(st.cfg.limits.ws_max_message_bytes)
         .max_frame_size(st.cfg.limits.ws_max_message_bytes)
@@ -376,6 +387,5 @@ pub async fn stream_ws(
         // most of an idle connection's memory; frames are small and the
         // socket is flushed per message.
         .read_buffer_size(4096)
-        .write_buffer_size(0)
-        .on_upgrade(move |socket| ws::serve(socket, frames, heartbeat, shutdown)))
+        .write_buffer_size(0))
 }

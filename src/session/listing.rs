@@ -22,6 +22,9 @@ pub struct Listing {
     pub archived: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retryable: Option<bool>,
+    /// Actions waiting for a decision (absent in listings written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_actions: Option<u64>,
 }
 
 impl Listing {
@@ -34,6 +37,7 @@ impl Listing {
             pinned: st.session.pinned,
             archived: st.session.archived,
             retryable: st.runtime.retryable,
+            pending_actions: Some(st.runtime.pending_actions as u64),
         }
     }
 
@@ -69,6 +73,7 @@ mod tests {
             pinned: Some(true),
             archived: None,
             retryable: Some(true),
+            pending_actions: Some(2),
         };
         assert_eq!(Listing::decode(&l.encode()), l);
         assert_eq!(

@@ -4,6 +4,7 @@
 //! [`SessionHandle`] (an `mpsc` of [`Command`]s with `oneshot` replies).
 
 mod actor;
+pub mod index;
 mod listing;
 mod registry;
 #[cfg(test)]
@@ -33,6 +34,8 @@ pub struct RegistryConfig {
     pub checkpoint_every: u64,
     pub live_buffer: usize,
     pub replay_page: usize,
+    /// Changes of the session index kept for replay.
+    pub index_buffer: usize,
     /// Retries of an ingest refused because another node appended first
     /// (shared stores only).
     pub conflict_retries: u32,

@@ -55,6 +55,7 @@ impl Registry {
                 ctx: Arc::new(ActorCtx {
                     shared: store.shared(),
                     store,
+                    index: Arc::new(super::index::Index::new(cfg.index_buffer)),
                     cfg,
                     shutdown,
                 }),
@@ -68,6 +69,11 @@ impl Registry {
     /// The store behind the registry.
     pub fn store(&self) -> &SharedLog {
         &self.inner.ctx.store
+    }
+
+    /// The node's live session index.
+    pub fn index(&self) -> &super::index::Index {
+        &self.inner.ctx.index
     }
 
     /// Spawn a background task that shutdown waits for (e.g. the sweep).

@@ -5,6 +5,27 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::Stream;
 
+/// When a token expiring at `exp` (seconds since the Unix epoch) expires;
+/// `None` without one, or for an expiry too far away for the clock to
+/// represent (no deadline at all).
+fn instant(exp: Option<u64>) -> Option<tokio::time::Instant> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    exp.and_then(|e| {
+        tokio::time::Instant::now().checked_add(Duration::from_secs(e.saturating_sub(now)))
+    })
+}
+
+/// Resolves when a token expiring at `exp` expires; never without one.
+pub async fn deadline(exp: Option<u64>) {
+    match instant(exp) {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// End `inner` when a token expires (`exp`, seconds since the Unix epoch):
 /// the items of `farewell` are sent, then the stream ends. Without `exp`,
 /// `inner` as it is.
@@ -22,17 +43,8 @@ where
         Running,
         Farewell(VecDeque<T>),
     }
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    // One timer for the stream's lifetime (not one per item). An expiry
-    // too far away for the clock to represent is no deadline at all.
-    let deadline = exp
-        .and_then(|e| {
-            tokio::time::Instant::now().checked_add(Duration::from_secs(e.saturating_sub(now)))
-        })
-        .map(|at| Box::pin(tokio::time::sleep_until(at)));
+    // One timer for the stream's lifetime (not one per item).
+    let deadline = instant(exp).map(|at| Box::pin(tokio::time::sleep_until(at)));
     let farewell: VecDeque<T> = farewell.into();
     futures_util::stream::unfold(
         (Box::pin(inner), St::Running, Some(farewell), deadline),

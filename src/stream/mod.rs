@@ -4,10 +4,14 @@
 //! buffer is caught up from the store; only past the retained history does
 //! it get `reset` + `snapshot`. Every stream kind is a view over it: `sse`
 //! and `ws` send its frames as they are, `ui` picks one message's AI SDK
-//! chunks out of them, `umo` maps them to Umo Editor content-block updates.
+//! chunks out of them, `umo` maps them to Umo Editor content-block updates,
+//! `mux` carries many sessions' frames on one connection, `index` is the
+//! live list of sessions.
 
 pub mod ag_ui;
 mod expiry;
+pub mod index;
+pub mod mux;
 pub mod sse;
 pub mod ui;
 pub mod umo;

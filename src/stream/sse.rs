@@ -38,8 +38,18 @@ pub fn response(
             buf.freeze()
         }
     }));
+    bytes_response(batches, heartbeat, shutdown)
+}
+
+/// An SSE response over events already encoded (several may be in one
+/// item): the preamble first, heartbeats when idle.
+pub fn bytes_response(
+    events: impl Stream<Item = Bytes> + Send + Unpin + 'static,
+    heartbeat: Duration,
+    shutdown: CancellationToken,
+) -> Response {
     let body = futures_util::stream::once(async { Ok(Bytes::from_static(PREAMBLE)) }).chain(
-        with_heartbeats(batches, heartbeat, shutdown, HEARTBEAT)
+        with_heartbeats(events, heartbeat, shutdown, HEARTBEAT)
             .map(Ok::<_, std::convert::Infallible>),
     );
     metrics::gauge!("projector_subscribers", "transport" => "sse").increment(1.0);

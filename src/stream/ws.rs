@@ -12,12 +12,12 @@ use futures_util::{SinkExt, Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use super::sse::SubscriberGauge;
-use crate::frame::SharedFrame;
 
-/// Serve frames on an upgraded socket until either side ends.
+/// Serve JSON messages (a frame's `json`) on an upgraded socket until
+/// either side ends.
 pub async fn serve(
     socket: WebSocket,
-    frames: impl Stream<Item = SharedFrame> + Send + 'static,
+    frames: impl Stream<Item = Bytes> + Send + 'static,
     heartbeat: Duration,
     shutdown: CancellationToken,
 ) {
@@ -50,7 +50,7 @@ pub async fn serve(
             },
             f = frames.next() => match f {
                 Some(f) => {
-                    let Ok(text) = Utf8Bytes::try_from(f.json.clone()) else { break };
+                    let Ok(text) = Utf8Bytes::try_from(f) else { break };
                     if sink.send(Message::Text(text)).await.is_err() {
                         break;
                     }

@@ -111,6 +111,8 @@ const ENDPOINTS: &[(&str, &str, &str, bool)] = &[
         true,
     ),
     ("GET", "/v1/chat/s1/stream", "subscribe", true),
+    ("GET", "/v1/streams?sessions=s1", "subscribe", true),
+    ("GET", "/v1/sessions/stream", "subscribe", false),
     ("GET", "/v1/sessions", "admin", false),
     ("GET", "/metrics", "admin", false),
     ("POST", "/v1/sessions/s1/actions/a1", "control", true),
@@ -577,4 +579,64 @@ async fn nbf_is_checked_and_a_far_exp_is_safe() {
         assert_eq!(st, 200);
         assert_eq!(s.next().await.unwrap().event, "delta", "the stream goes on");
     }
+}
+
+#[tokio::test]
+async fn the_index_and_many_session_streams_show_only_the_tokens_sessions() {
+    let srv = jwt_server().await;
+    let admin = Tok::hs("admin", &["*"]).jwt();
+    for s in ["mine-1", "theirs"] {
+        let r = srv
+            .http
+            .post(srv.url(&format!("/v1/sessions/{s}/events")))
+            .bearer_auth(&admin)
+            .json(&json!({"type": "run.started", "runId": "r"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let mine = Tok::hs("subscribe", &["mine-*"]).jwt();
+    let r = srv
+        .http
+        .get(srv.url("/v1/sessions/stream"))
+        .bearer_auth(&mine)
+        .send()
+        .await
+        .unwrap();
+    let mut sse = crate::common::Sse::from_response(r);
+    let snap = sse.next().await.unwrap();
+    let ids: Vec<&str> = snap.data["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["sessionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec!["mine-1"]);
+    for s in ["theirs", "mine-2"] {
+        let r = srv
+            .http
+            .post(srv.url(&format!("/v1/sessions/{s}/events")))
+            .bearer_auth(&admin)
+            .json(&json!({"type": "run.started", "runId": "r"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let ev = sse.next().await.unwrap();
+    assert_eq!(
+        ev.data["session"]["sessionId"], "mine-2",
+        "theirs is left out"
+    );
+    // One session the token may not read refuses a stream of several, naming it.
+    let (st, p) = call(
+        &srv,
+        "GET",
+        "/v1/streams?sessions=mine-1,theirs",
+        Some(&mine),
+    )
+    .await;
+    assert_eq!((st, p["code"].as_str()), (403, Some("session_not_allowed")));
+    assert!(p["detail"].as_str().unwrap().contains("`theirs`"), "{p}");
 }

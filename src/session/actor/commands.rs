@@ -7,6 +7,7 @@ use tracing::debug;
 
 use super::{Actor, Loaded};
 use crate::projection::{Projection, Role};
+use crate::session::index::{Change, SessionEntry};
 use crate::session::{
     ControlTarget, MessageFeed, MessagePage, MessagePick, SessionError, Start, Subscription,
 };
@@ -134,6 +135,10 @@ impl Actor {
         state.snapshot = None;
         state.stale = false;
         self.publish_reset(state, "session_deleted");
+        self.ctx.index.publish(
+            Change::Deleted,
+            &SessionEntry::with_listing(&self.id, &state.meta, Default::default()),
+        );
     }
 }
 

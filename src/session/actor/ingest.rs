@@ -13,6 +13,7 @@ use super::sync::CONTENDED_FOR;
 use super::{Actor, Loaded};
 use crate::frame;
 use crate::session::{
+    index::{Change, SessionEntry},
     Command, IncomingEvent, IngestOutcome, IngestReply, Listing, SessionError, Warning,
 };
 use crate::store::{self, AppendBatch, Checkpoint, StoreError, StoredEvent};
@@ -236,6 +237,8 @@ impl Actor {
                     .into(),
             });
             let took_checkpoint = checkpoint.is_some();
+            let created = state.meta.head == state.meta.base;
+            let listing = Listing::of(&state.projection);
             state.meta = ctx
                 .store
                 .append(
@@ -244,7 +247,7 @@ impl Actor {
                         epoch: state.meta.epoch.clone(),
                         events: stored,
                         checkpoint,
-                        listing: Some(Listing::of(&state.projection).encode()),
+                        listing: Some(listing.encode()),
                         // Refused twice in a row: ask for the next turn.
                         claim: attempt >= 2,
                     },
@@ -261,6 +264,15 @@ impl Actor {
                 self.publish(f);
             }
             metrics::counter!("projector_frames_total").increment(accepted as u64);
+            let change = if created {
+                Change::Created
+            } else {
+                Change::Updated
+            };
+            ctx.index.publish(
+                change,
+                &SessionEntry::with_listing(&self.id, &state.meta, listing),
+            );
         }
         metrics::counter!("projector_ingest_events_total", "outcome" => "accepted")
             .increment(accepted as u64);

@@ -32,6 +32,8 @@ pub(super) struct ActorCtx {
     pub shared: bool,
     pub cfg: RegistryConfig,
     pub shutdown: CancellationToken,
+    /// The node's live session index.
+    pub index: Arc<super::index::Index>,
 }
 
 /// How an actor leaves its registry when it stops, so that new callers

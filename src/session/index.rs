@@ -1,0 +1,271 @@
+//! The live session index (docs/STREAMS.md): each change of a session as
+//! the session list shows it (`created`, `updated`, `deleted`) gets a cursor
+//! of this node's index and is encoded once, kept in a bounded ring for
+//! replay and broadcast to the index streams. The index's epoch is new with
+//! every start of the server, so that a cursor of another run is reset.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use super::Listing;
+use crate::store::SessionMeta;
+
+/// A session as the session list and the index show it.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionEntry {
+    pub session_id: String,
+    pub epoch: String,
+    /// Cursor of the last accepted event: a client that has read up to
+    /// cursor R of this epoch has `head - R` events unread.
+    pub head: u64,
+    /// First retained cursor.
+    pub first: u64,
+    /// Runtime status of the projection after the last append.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The session's title, as its runtime gave it (`session.updated`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived: Option<bool>,
+    /// A failed run may be retried (`run.failed` said so).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
+    /// Actions waiting for a decision.
+    pub pending_actions: u64,
+    /// RFC 3339 time of the last append; of the session's opening (by a
+    /// read or a subscription) while it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<String>,
+}
+
+impl SessionEntry {
+    /// The entry of a session from its metadata (and the listing in it).
+    pub fn of(id: &str, m: &SessionMeta) -> SessionEntry {
+        let l = m
+            .listing
+            .as_deref()
+            .map(Listing::decode)
+            .unwrap_or_default();
+        SessionEntry::with_listing(id, m, l)
+    }
+
+    /// The entry of a session from its metadata and its listing.
+    pub fn with_listing(id: &str, m: &SessionMeta, l: Listing) -> SessionEntry {
+        SessionEntry {
+            session_id: id.to_string(),
+            epoch: m.epoch.clone(),
+            head: m.head,
+            first: m.first,
+            status: l.status,
+            title: l.title,
+            pinned: l.pinned,
+            archived: l.archived,
+            retryable: l.retryable,
+            pending_actions: l.pending_actions.unwrap_or(0),
+            updated_at: rfc3339(m.updated_ms),
+        }
+    }
+}
+
+fn rfc3339(ms: u64) -> Option<String> {
+    (ms > 0).then(|| {
+        humantime::format_rfc3339_millis(
+            std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms),
+        )
+        .to_string()
+    })
+}
+
+/// What happened to a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Change {
+    Created,
+    Updated,
+    Deleted,
+}
+
+/// One event of an index stream, encoded once: its SSE form, and its JSON
+/// (a slice of it).
+#[derive(Debug)]
+pub struct IndexEvent {
+    /// The index cursor (`None` for a `reset`).
+    pub cursor: Option<u64>,
+    /// The session a change is about (`None` for `snapshot` and `reset`).
+    pub session: Option<String>,
+    pub sse: Bytes,
+    pub json: Bytes,
+}
+
+impl IndexEvent {
+    /// `id: <epoch>:<cursor>` (when it has a cursor), `event: <name>`,
+    /// `data: <json>`.
+    pub fn encode(
+        name: &str,
+        epoch: &str,
+        cursor: Option<u64>,
+        session: Option<String>,
+        json: &[u8],
+    ) -> IndexEvent {
+        let mut buf = Vec::with_capacity(json.len() + 64);
+        if let Some(c) = cursor {
+            buf.extend_from_slice(format!("id: {epoch}:{c}\n").as_bytes());
+        }
+        buf.extend_from_slice(format!("event: {name}\ndata: ").as_bytes());
+        let start = buf.len();
+        buf.extend_from_slice(json);
+        let end = buf.len();
+        buf.extend_from_slice(b"\n\n");
+        let sse = Bytes::from(buf);
+        IndexEvent {
+            cursor,
+            session,
+            json: sse.slice(start..end),
+            sse,
+        }
+    }
+
+    /// `{"type":"reset","reason":...}`.
+    pub fn reset(reason: &str) -> IndexEvent {
+        let json = serde_json::json!({"type": "reset", "reason": reason}).to_string();
+        IndexEvent::encode("reset", "", None, None, json.as_bytes())
+    }
+}
+
+/// Where an index follower starts.
+pub enum IndexStart {
+    /// The changes after its cursor, then the live ones.
+    Replay(Vec<Arc<IndexEvent>>),
+    /// A snapshot as of `cursor` (after a `reset` with this reason, when
+    /// its cursor could not be resumed), then the live changes.
+    Fresh {
+        reset: Option<&'static str>,
+        cursor: u64,
+    },
+}
+
+/// A follower of the index: its live feed and where it starts.
+pub struct Follow {
+    pub rx: broadcast::Receiver<Arc<IndexEvent>>,
+    pub start: IndexStart,
+}
+
+struct Ring {
+    /// The cursor of the last change.
+    head: u64,
+    recent: VecDeque<Arc<IndexEvent>>,
+}
+
+/// The node's session index.
+pub struct Index {
+    epoch: String,
+    keep: usize,
+    ring: Mutex<Ring>,
+    tx: broadcast::Sender<Arc<IndexEvent>>,
+}
+
+impl std::fmt::Debug for Index {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index").field("epoch", &self.epoch).finish()
+    }
+}
+
+impl Index {
+    /// An index that keeps the last `keep` changes for replay.
+    pub fn new(keep: usize) -> Index {
+        let keep = keep.max(1);
+        Index {
+            epoch: uuid::Uuid::new_v4().simple().to_string()[..16].to_string(),
+            keep,
+            ring: Mutex::new(Ring {
+                head: 0,
+                recent: VecDeque::with_capacity(keep.min(4096)),
+            }),
+            tx: broadcast::channel(keep).0,
+        }
+    }
+
+    pub fn epoch(&self) -> &str {
+        &self.epoch
+    }
+
+    /// Record a change of `entry`'s session and send it to the followers.
+    pub fn publish(&self, change: Change, entry: &SessionEntry) {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            #[serde(rename = "type")]
+            change: Change,
+            cursor: u64,
+            session: &'a SessionEntry,
+        }
+        let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        ring.head += 1;
+        let cursor = ring.head;
+        let json = serde_json::to_vec(&Out {
+            change,
+            cursor,
+            session: entry,
+        })
+        .expect("index events serialise");
+        let ev = Arc::new(IndexEvent::encode(
+            "session",
+            &self.epoch,
+            Some(cursor),
+            Some(entry.session_id.clone()),
+            &json,
+        ));
+        if ring.recent.len() == self.keep {
+            ring.recent.pop_front();
+        }
+        ring.recent.push_back(ev.clone());
+        // Sent under the lock, so that followers get changes in cursor order.
+        let _ = self.tx.send(ev);
+        metrics::counter!("projector_index_changes_total").increment(1);
+    }
+
+    /// Follow the index after `after` (`(epoch, cursor)` of an earlier
+    /// connection), or from a snapshot.
+    pub fn follow(&self, after: Option<(Option<&str>, u64)>) -> Follow {
+        let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        let rx = self.tx.subscribe();
+        let fresh = |reset| IndexStart::Fresh {
+            reset,
+            cursor: ring.head,
+        };
+        let start = match after {
+            None => fresh(None),
+            Some((Some(e), _)) if e != self.epoch => fresh(Some("epoch_mismatch")),
+            Some((_, c)) if c > ring.head => fresh(Some("cursor_ahead")),
+            Some((_, c)) => {
+                let first = ring
+                    .recent
+                    .front()
+                    .and_then(|e| e.cursor)
+                    .unwrap_or(ring.head + 1);
+                if c + 1 < first {
+                    fresh(Some("cursor_expired"))
+                } else {
+                    IndexStart::Replay(
+                        ring.recent
+                            .iter()
+                            .filter(|e| e.cursor.is_some_and(|n| n > c))
+                            .cloned()
+                            .collect(),
+                    )
+                }
+            }
+        };
+        Follow { rx, start }
+    }
+}
+
+#[cfg(test)]
+mod tests;
