@@ -35,6 +35,9 @@ struct Scale {
 enum Transport {
     Sse,
     Ws,
+    /// One SSE connection per viewer following every session
+    /// (`GET /v1/streams?sessions=...`).
+    Mux,
 }
 
 struct Fanout {
@@ -48,6 +51,10 @@ struct Fanout {
     p99: f64,
     p999: f64,
     failed: u64,
+    /// Connections the subscribers held.
+    connections: usize,
+    /// Server CPU time (user + system, from connecting to the end) per delivery.
+    cpu_us_per_delivery: f64,
 }
 
 /// Spawn one subscriber of `session` over `transport`.
@@ -66,6 +73,15 @@ fn subscribe(
         Transport::Sse => tokio::spawn(clients::sse(
             server.addr,
             format!("/v1/sessions/{session}/stream"),
+            tally,
+            expected as u64,
+            sample,
+            base,
+            stop,
+        )),
+        Transport::Mux => tokio::spawn(clients::sse(
+            server.addr,
+            format!("/v1/streams?sessions={session}"),
             tally,
             expected as u64,
             sample,
@@ -102,9 +118,22 @@ async fn fanout(
         base.elapsed().as_nanos() ^ (std::process::id() as u128) << 20
     );
     let names: Vec<String> = (0..sessions).map(|s| format!("fan-{run_id}-{s}")).collect();
+    // Many sessions on one connection: `per_session` viewers, each one
+    // connection following all of them.
+    let total = if transport == Transport::Mux {
+        per_session
+    } else {
+        total
+    };
+    let all = names.join(",");
     let mut tasks = Vec::with_capacity(total);
+    let cpu0 = server.cpu_secs();
     for i in 0..total {
-        let session = names[i % sessions].clone();
+        let session = if transport == Transport::Mux {
+            all.clone()
+        } else {
+            names[i % sessions].clone()
+        };
         let (t2, stop) = (tally.clone(), stop.clone());
         let sample = i < 200;
         tasks.push(subscribe(
@@ -142,6 +171,7 @@ async fn fanout(
         let _ = t.await;
     }
     let delivered = tally.delivered.load(Ordering::SeqCst) - before;
+    let cpu = server.cpu_secs() - cpu0;
     let mut lat = std::mem::take(&mut *tally.latencies.lock().unwrap());
     lat.sort_unstable();
     Fanout {
@@ -150,6 +180,7 @@ async fn fanout(
             match transport {
                 Transport::Sse => "SSE",
                 Transport::Ws => "WS",
+                Transport::Mux => "SSE-mux",
             },
             sessions,
             per_session,
@@ -164,6 +195,8 @@ async fn fanout(
         p99: pct(&lat, 0.99),
         p999: pct(&lat, 0.999),
         failed: tally.failed.load(Ordering::SeqCst),
+        connections: total,
+        cpu_us_per_delivery: cpu * 1e6 / delivered.max(1) as f64,
     }
 }
 
@@ -334,6 +367,7 @@ fn row(f: &Fanout) -> Value {
         "offered_deliveries_per_s": f.offered_deliveries_per_s,
         "delivered_per_s": f.delivered_per_s, "delivered_ratio": f.delivered_ratio,
         "p50_ms": f.p50, "p99_ms": f.p99, "p999_ms": f.p999, "failed": f.failed,
+        "connections": f.connections, "cpu_us_per_delivery": f.cpu_us_per_delivery,
     })
 }
 
@@ -518,6 +552,50 @@ async fn run(scale: Scale) -> Value {
         report["fanout"] = json!(fan_rows);
     }
     drop(anchor);
+
+    if section("mux") {
+        println!("== many sessions: one multiplexed SSE connection per viewer against one connection per session");
+        println!(
+            "{:<28} {:>6} {:>9} {:>11} {:>12} {:>6} {:>8} {:>8} {:>12}",
+            "scenario",
+            "conns",
+            "events/s",
+            "offered/s",
+            "delivered/s",
+            "ratio",
+            "p50",
+            "p99",
+            "cpu us/deliv"
+        );
+        // (sessions, viewers, events/s per session)
+        let runs: Vec<(usize, usize, u64)> = if scale.full {
+            vec![(20, 1, 250), (20, 1, 1000), (20, 50, 20), (20, 50, 100)]
+        } else {
+            vec![(5, 2, 20)]
+        };
+        let dir = tmp.join("mux");
+        let ours = servers::projector("memory", &dir, &[]);
+        let mut rows = Vec::new();
+        for &(sessions, viewers, rate) in &runs {
+            for t in [Transport::Sse, Transport::Mux] {
+                let f = fanout(&ours, t, sessions, viewers, rate * sessions as u64, scale).await;
+                println!(
+                    "{:<28} {:>6} {:>9} {:>11} {:>12.0} {:>6.3} {:>8.2} {:>8.2} {:>12.2}",
+                    f.label,
+                    f.connections,
+                    f.offered_events_per_s,
+                    f.offered_deliveries_per_s,
+                    f.delivered_per_s,
+                    f.delivered_ratio,
+                    f.p50,
+                    f.p99,
+                    f.cpu_us_per_delivery
+                );
+                rows.push(row(&f));
+            }
+        }
+        report["mux"] = json!(rows);
+    }
 
     if section("memory") {
         println!("== memory (RSS growth)");
