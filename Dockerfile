@@ -14,8 +14,10 @@ RUN mkdir -p src config && echo 'fn main() {}' > src/main.rs && touch src/lib.rs
     && cargo build --release --locked \
     && rm -rf src
 COPY config ./config
-# The viewer page is compiled into the binary (include_str!).
+# The viewer page and the JavaScript client's modules (served at /client/)
+# are compiled into the binary (include_str!).
 COPY assets ./assets
+COPY clients/js/src ./clients/js/src
 COPY src ./src
 RUN touch src/main.rs src/lib.rs && cargo build --release --locked
 

@@ -1,5 +1,8 @@
 //! The live viewer page, built into the binary: `GET /` (HTML), and its
-//! script and stylesheet. No build step at run time.
+//! script and stylesheet; and the JavaScript client library
+//! (`clients/js/src`) as ES modules under `/client/<file>.js`, so that a page
+//! of this origin can `import { connect } from '/client/index.js'`. No build
+//! step at run time.
 
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -12,8 +15,41 @@ const INDEX: &str = include_str!("../../assets/viewer/index.html");
 const SCRIPT: &str = include_str!("../../assets/viewer/viewer.js");
 const STYLE: &str = include_str!("../../assets/viewer/viewer.css");
 
+/// One module of the client library: its route and its text.
+macro_rules! client_module {
+    ($file:literal) => {
+        (
+            concat!("/client/", $file),
+            include_str!(concat!("../../clients/js/src/", $file)),
+        )
+    };
+}
+
+/// The client library's modules, each at `/client/<file>.js` (they import
+/// one another by relative path; `react.js` also imports `react`, which a
+/// page maps itself).
+const CLIENT: &[(&str, &str)] = &[
+    client_module!("index.js"),
+    client_module!("connection.js"),
+    client_module!("controls.js"),
+    client_module!("emitter.js"),
+    client_module!("http.js"),
+    client_module!("projection.js"),
+    client_module!("react.js"),
+    client_module!("session-index.js"),
+    client_module!("sse.js"),
+    client_module!("stream.js"),
+];
+
 pub(super) fn router() -> Router<AppState> {
-    Router::new()
+    let mut router = Router::new();
+    for &(path, body) in CLIENT {
+        router = router.route(
+            path,
+            get(move || async move { asset(body, "text/javascript; charset=utf-8") }),
+        );
+    }
+    router
         .route(
             "/",
             get(|| async { asset(INDEX, "text/html; charset=utf-8") }),
