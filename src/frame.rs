@@ -10,6 +10,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::projection::public_state::TimelineEntry;
 use crate::projection::ChunkOut;
 
 /// The frame types of docs/PROTOCOL.md section 4.
@@ -29,6 +30,44 @@ impl FrameKind {
             FrameKind::Reset => "reset",
         }
     }
+}
+
+/// Whether a timeline entry says more than the delta frame's `cursor`,
+/// `eventId` and `eventClass` already do.
+fn has_more(t: &TimelineEntry) -> bool {
+    t.source_class != t.class
+        || t.status.is_some()
+        || t.title.is_some()
+        || t.timestamp.is_some()
+        || t.taxonomy.is_some()
+}
+
+/// The delta frame's `timeline`: what the fact's timeline entry holds
+/// beyond the frame's own fields (`sourceClass` only when it differs from
+/// `eventClass`), so that a client rebuilds the snapshot's timeline.
+fn write_timeline(buf: &mut Vec<u8>, t: &TimelineEntry) {
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct More<'a> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        source_class: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        title: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        timestamp: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        taxonomy: Option<&'a crate::event::Taxonomy>,
+    }
+    let more = More {
+        source_class: (t.source_class != t.class).then_some(t.source_class.as_str()),
+        status: t.status.as_deref(),
+        title: t.title.as_deref(),
+        timestamp: t.timestamp.as_deref(),
+        taxonomy: t.taxonomy.as_ref(),
+    };
+    serde_json::to_writer(buf, &more).expect("timeline entries serialise");
 }
 
 /// Where one chunk's JSON sits inside a delta frame's JSON.
@@ -180,6 +219,7 @@ pub fn delta(
     cursor: u64,
     event_id: &str,
     event_class: &str,
+    timeline: Option<&TimelineEntry>,
     chunks: &[ChunkOut],
 ) -> Frame {
     let mut buf = Vec::with_capacity(128 + chunks.len() * 96);
@@ -192,6 +232,10 @@ pub fn delta(
     put(&mut buf, &event_id);
     buf.extend_from_slice(b",\"eventClass\":");
     put(&mut buf, &event_class);
+    if let Some(t) = timeline.filter(|t| has_more(t)) {
+        buf.extend_from_slice(b",\"timeline\":");
+        write_timeline(&mut buf, t);
+    }
     buf.extend_from_slice(b",\"chunks\":[");
     let mut spans = Vec::with_capacity(chunks.len());
     for (i, c) in chunks.iter().enumerate() {
@@ -203,6 +247,18 @@ pub fn delta(
         if let Some(role) = &c.role {
             buf.extend_from_slice(b",\"role\":");
             put(&mut buf, role);
+        }
+        if let Some(o) = &c.origin {
+            for (key, v) in [
+                (&b",\"agentId\":"[..], &o.agent_id),
+                (b",\"turnId\":", &o.turn_id),
+                (b",\"runId\":", &o.run_id),
+            ] {
+                if let Some(v) = v {
+                    buf.extend_from_slice(key);
+                    put(&mut buf, v);
+                }
+            }
         }
         buf.extend_from_slice(b",\"chunk\":");
         let s = buf.len();
@@ -271,7 +327,7 @@ mod tests {
 
     #[test]
     fn sse_form_and_json_agree() {
-        let f = delta("0123456789abcdef", 7, "e7", "text.delta", &[]);
+        let f = delta("0123456789abcdef", 7, "e7", "text.delta", None, &[]);
         assert_eq!(
             &f.json[..],
             br#"{"type":"delta","cursor":7,"eventId":"e7","eventClass":"text.delta","chunks":[]}"#
@@ -291,12 +347,27 @@ mod tests {
         let chunks = vec![
             ChunkOut {
                 message_id: Some("m\"1".into()),
+                role: Some(crate::projection::Role::Assistant),
+                origin: Some(Box::new(crate::projection::Origin {
+                    agent_id: Some("coder".into()),
+                    turn_id: None,
+                    run_id: Some("r\"1".into()),
+                })),
+                chunk: Chunk::Start {
+                    message_id: "m\"1".into(),
+                    message_metadata: None,
+                },
+            },
+            ChunkOut {
+                message_id: Some("m\"1".into()),
                 role: None,
+                origin: None,
                 chunk: Chunk::TextStart { id: "t".into() },
             },
             ChunkOut {
                 message_id: None,
                 role: None,
+                origin: None,
                 chunk: Chunk::data(
                     "runtime",
                     "runtime",
@@ -306,26 +377,56 @@ mod tests {
             ChunkOut {
                 message_id: Some("m\"1".into()),
                 role: None,
+                origin: None,
                 chunk: Chunk::TextDelta {
                     id: "t".into(),
                     delta: "héllo\n".into(),
                 },
             },
         ];
-        let f = delta("0123456789abcdef", 3, "e\u{1}3", "text.delta", &chunks);
+        let timeline = TimelineEntry {
+            cursor: 3,
+            event_id: "e\u{1}3".into(),
+            class: "text.delta".into(),
+            source_class: "model.delta".into(),
+            status: None,
+            title: Some("Writing".into()),
+            timestamp: None,
+            taxonomy: None,
+        };
+        let f = delta(
+            "0123456789abcdef",
+            3,
+            "e\u{1}3",
+            "text.delta",
+            Some(&timeline),
+            &chunks,
+        );
         let via_serde = serde_json::json!({
             "type": "delta", "cursor": 3, "eventId": "e\u{1}3", "eventClass": "text.delta",
+            "timeline": {"sourceClass": "model.delta", "title": "Writing"},
             "chunks": chunks,
         });
+        assert_eq!(via_serde["chunks"][0]["agentId"], "coder");
+        assert_eq!(via_serde["chunks"][0]["runId"], "r\"1");
+        assert!(via_serde["chunks"][0].get("turnId").is_none());
+        // A timeline entry that says nothing more adds nothing.
+        let plain = TimelineEntry {
+            source_class: "text.delta".into(),
+            title: None,
+            ..timeline.clone()
+        };
+        let g = delta("e", 3, "x", "text.delta", Some(&plain), &[]);
+        assert!(!std::str::from_utf8(&g.json).unwrap().contains("timeline"));
         assert_eq!(
             serde_json::from_slice::<serde_json::Value>(&f.json).unwrap(),
             via_serde
         );
         let own = f.message_chunks("m\"1");
-        assert_eq!(own.len(), 2);
+        assert_eq!(own.len(), 3);
         assert_eq!(
-            &own[1][..],
-            serde_json::to_vec(&chunks[2].chunk).unwrap().as_slice()
+            &own[2][..],
+            serde_json::to_vec(&chunks[3].chunk).unwrap().as_slice()
         );
         // The same answer from a frame read back from the store.
         let stored = Frame::from_json(FrameKind::Delta, "0123456789abcdef", Some(3), &f.json);

@@ -210,6 +210,8 @@ fn frame_schemas() -> Vec<(&'static str, serde_json::Value)> {
         "tool-input-error",
         "tool-output-available",
         "tool-output-error",
+        "tool-output-denied",
+        "tool-approval-request",
         "source-url",
         "source-document",
         "file",
@@ -236,6 +238,10 @@ fn frame_schemas() -> Vec<(&'static str, serde_json::Value)> {
                 "required": ["messageId", "chunk"],
                 "properties": {
                     "messageId": {"type": ["string", "null"], "description": "The message the chunk belongs to; null for session-level data chunks"},
+                    "role": {"type": "string", "enum": ["assistant", "user", "system"], "description": "On a `start` chunk: the message's role"},
+                    "agentId": {"type": "string", "description": "On a `start` chunk: the agent that writes the message"},
+                    "turnId": {"type": "string", "description": "On a `start` chunk: the message's turn"},
+                    "runId": {"type": "string", "description": "On a `start` chunk: the message's run"},
                     "chunk": {"$ref": "#/components/schemas/UIMessageChunk"}
                 }
             }),
@@ -263,6 +269,17 @@ fn frame_schemas() -> Vec<(&'static str, serde_json::Value)> {
                     "cursor": {"type": "integer", "minimum": 1},
                     "eventId": {"type": "string"},
                     "eventClass": {"type": "string"},
+                    "timeline": {
+                        "type": "object",
+                        "description": "What the event's timeline entry holds beyond cursor, eventId and eventClass; absent when nothing",
+                        "properties": {
+                            "sourceClass": {"type": "string", "description": "The class as the producer named it, when it differs from eventClass"},
+                            "status": {"type": "string"},
+                            "title": {"type": "string"},
+                            "timestamp": {"type": "string"},
+                            "taxonomy": {"type": "object", "additionalProperties": true}
+                        }
+                    },
                     "chunks": {"type": "array", "items": {"$ref": "#/components/schemas/ChunkItem"}}
                 }
             }),
@@ -271,11 +288,51 @@ fn frame_schemas() -> Vec<(&'static str, serde_json::Value)> {
             "ResetFrame",
             json!({
                 "type": "object",
-                "description": "Always followed by a snapshot",
+                "description": "Followed by a snapshot, except `token_expired`, which ends the stream (reconnect with a fresh token and the last id)",
                 "required": ["type", "reason"],
                 "properties": {
                     "type": {"type": "string", "enum": ["reset"]},
                     "reason": {"type": "string", "enum": ["cursor_ahead", "cursor_expired", "epoch_mismatch", "session_deleted", "token_expired"]}
+                }
+            }),
+        ),
+        (
+            "MuxFrame",
+            json!({
+                "description": "A frame of `GET /v1/streams` and `/v1/streams/ws`: a session frame with `sessionId` as its first key",
+                "allOf": [
+                    {"type": "object", "required": ["sessionId"], "properties": {"sessionId": {"type": "string"}}},
+                    {"$ref": "#/components/schemas/Frame"}
+                ]
+            }),
+        ),
+        (
+            "MuxControl",
+            json!({
+                "description": "What `/v1/streams/ws` sends besides frames: `subscribed` before a session's first frame, `unsubscribed` after its last, `error` for a refused subscription or an unreadable message",
+                "type": "object",
+                "required": ["type"],
+                "properties": {
+                    "type": {"type": "string", "enum": ["subscribed", "unsubscribed", "error"]},
+                    "sessionId": {"type": ["string", "null"]},
+                    "code": {"type": "string", "enum": ["session_not_allowed", "insufficient_scope", "invalid_cursor", "invalid_session_id", "too_many_sessions", "too_many_subscribers", "invalid_message"]},
+                    "detail": {"type": "string"}
+                }
+            }),
+        ),
+        (
+            "IndexEvent",
+            json!({
+                "description": "An event of the live session index (`GET /v1/sessions/stream`)",
+                "type": "object",
+                "required": ["type"],
+                "properties": {
+                    "type": {"type": "string", "enum": ["snapshot", "created", "updated", "deleted", "reset"]},
+                    "cursor": {"type": "integer", "minimum": 0, "description": "The index cursor (not on `reset`)"},
+                    "epoch": {"type": "string", "description": "On `snapshot`: the index's epoch"},
+                    "sessions": {"type": "array", "items": {"$ref": "#/components/schemas/SessionEntry"}, "description": "On `snapshot`"},
+                    "session": {"$ref": "#/components/schemas/SessionEntry"},
+                    "reason": {"type": "string", "enum": ["cursor_ahead", "cursor_expired", "epoch_mismatch", "token_expired"], "description": "On `reset`"}
                 }
             }),
         ),

@@ -343,7 +343,24 @@ pub struct ChunkOut {
     /// role learns it as the message opens).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<super::Role>,
+    /// Who wrote the message and in which turn and run, on a `start` chunk
+    /// of a message that names any (the snapshot's message fields, which no
+    /// chunk carries), so that a client rebuilds the message whole.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Box<Origin>>,
     pub chunk: Chunk,
+}
+
+/// A message's author, turn and run, as its `start` entry carries them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Origin {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 #[cfg(test)]

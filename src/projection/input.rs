@@ -181,9 +181,6 @@ impl<'a> Reducer<'a> {
             base
         };
         self.create_message(&id, Role::User);
-        if let Some(m) = self.state.messages.iter_mut().find(|m| m.id == id) {
-            m.agent_id = None;
-        }
         if let Some(text) = text {
             let pid = format!("{id}-t0");
             self.books

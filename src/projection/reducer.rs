@@ -8,7 +8,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::chunk::{Chunk, ChunkOut};
+use super::chunk::{Chunk, ChunkOut, Origin};
 use super::public_state::{Diagnostic, PublicState, Runtime, Severity, TimelineEntry};
 use super::sequence::Sequencer;
 use super::{Applied, Finding, ProjectionConfig};
@@ -220,10 +220,20 @@ impl<'a> Reducer<'a> {
         };
         match m.apply(&chunk) {
             Ok(()) => {
-                let role = matches!(chunk, Chunk::Start { .. }).then_some(m.role);
+                let start = matches!(chunk, Chunk::Start { .. });
+                let origin = (start
+                    && (m.agent_id.is_some() || m.turn_id.is_some() || m.run_id.is_some()))
+                .then(|| {
+                    Box::new(Origin {
+                        agent_id: m.agent_id.clone(),
+                        turn_id: m.turn_id.clone(),
+                        run_id: m.run_id.clone(),
+                    })
+                });
                 self.out.chunks.push(ChunkOut {
                     message_id: Some(msg.to_string()),
-                    role,
+                    role: start.then_some(m.role),
+                    origin,
                     chunk,
                 });
                 true
@@ -323,6 +333,7 @@ impl<'a> Reducer<'a> {
                 self.out.chunks.push(ChunkOut {
                     message_id: None,
                     role: None,
+                    origin: None,
                     chunk: Chunk::data(surface, id, v),
                 });
             }
@@ -335,6 +346,7 @@ impl<'a> Reducer<'a> {
             self.out.chunks.push(ChunkOut {
                 message_id: None,
                 role: None,
+                origin: None,
                 chunk: Chunk::data("runtime", "runtime", v),
             });
         }

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::chunk::{Chunk, FinishReason};
 use super::public_state::Severity;
-use super::reducer::Reducer;
+use super::reducer::{nonempty, Reducer};
 use super::ui_message::{MessageStatus, Role};
 
 const TERMINAL_TOOL: &[&str] = &["completed", "failed", "cancelled"];
@@ -177,12 +177,10 @@ impl<'a> Reducer<'a> {
                         Some("system") => Role::System,
                         _ => Role::Assistant,
                     };
-                    self.create_message(&id, role);
-                    let agent = word(m, &["agentId"]);
-                    if let Some(x) = self.state.messages.iter_mut().find(|x| x.id == id) {
-                        x.agent_id = if role == Role::Assistant { agent } else { None };
-                        x.turn_id = word(m, &["turnId"]).or(x.turn_id.take());
-                    }
+                    let agent = word(m, &["agentId"]).filter(|_| role == Role::Assistant);
+                    let turn =
+                        word(m, &["turnId"]).or_else(|| nonempty(self.fact.ids.turn_id.as_deref()));
+                    self.create_message_of(&id, role, agent, turn);
                     for (kind, body) in [("r", reasoning), ("t", text)] {
                         if body.is_empty() {
                             continue;

@@ -90,13 +90,26 @@ impl<'a> Reducer<'a> {
         id
     }
 
-    /// Push a new message and emit its `start` chunk.
+    /// Push a new message and emit its `start` chunk: an assistant's is
+    /// the fact's agent's, and it belongs to the fact's turn and run.
     pub fn create_message(&mut self, id: &str, role: Role) {
+        let agent = (role == Role::Assistant).then(|| self.agent()).flatten();
+        let turn = nonempty(self.fact.ids.turn_id.as_deref());
+        self.create_message_of(id, role, agent, turn);
+    }
+
+    /// Push a new message of `agent` in `turn` (the fact's run) and emit
+    /// its `start` chunk, whose entry names them.
+    pub fn create_message_of(
+        &mut self,
+        id: &str,
+        role: Role,
+        agent: Option<String>,
+        turn: Option<String>,
+    ) {
         let mut m = Message::new(id, role, self.cursor);
-        if role == Role::Assistant {
-            m.agent_id = self.agent();
-        }
-        m.turn_id = nonempty(self.fact.ids.turn_id.as_deref());
+        m.agent_id = agent;
+        m.turn_id = turn;
         m.run_id = nonempty(self.fact.ids.run_id.as_deref());
         self.state.messages.push(m);
         let metadata = self.opening_metadata(role);

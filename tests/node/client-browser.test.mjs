@@ -2,8 +2,7 @@
 // with esbuild (browser/client-app.jsx: useSession on its own and on a
 // shared connection, useSessionIndex), and a page with no build step that
 // imports the modules the server serves at /client/. Each rebuilds its
-// sessions from frames to the snapshot's state (less lib/client.mjs
-// NOT_IN_FRAMES); the React page adds and drops sessions on the shared
+// sessions from frames to the snapshot's state, all of it; the React page adds and drops sessions on the shared
 // connection and approves an action with its own button.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -137,10 +137,14 @@ export function applyDelta(state, frame, limits = DEFAULT_LIMITS, extra = {}) {
     const chunk = entry && entry.chunk;
     if (!chunk || typeof chunk !== 'object') continue;
     if (entry.messageId == null) applySurfaceChunk(cx, chunk, lim, extra);
-    else applyMessageChunk(cx, entry.messageId, chunk, entry.role, frame, lim);
+    else applyMessageChunk(cx, entry.messageId, chunk, entry, frame, lim);
   }
   const st = cx.state;
-  st.timeline = [...st.timeline, { cursor: Number(frame.cursor), eventId: frame.eventId, class: frame.eventClass }];
+  // The event's timeline entry: the frame's own fields, and what its
+  // `timeline` adds (`sourceClass` only when it differs from the class).
+  const more = isObject(frame.timeline) ? frame.timeline : {};
+  const entry = { cursor: Number(frame.cursor), eventId: frame.eventId, class: frame.eventClass, sourceClass: frame.eventClass, ...more };
+  st.timeline = [...st.timeline, entry];
   if (st.timeline.length > lim.maxTimeline) st.timeline = st.timeline.slice(-lim.maxTimeline);
   return st;
 }
@@ -217,13 +221,19 @@ function mergeMetadata(into, update) {
   return out;
 }
 
-/** A message the server opened with this chunk (it always sends `start` first). */
-function createMessage(cx, id, chunk, role, frame, lim) {
-  const r = role || (frame.eventClass === 'turn.submitted' ? 'user' : 'assistant');
-  const msg = { id, role: r, status: 'streaming', createdCursor: Number(frame.cursor), parts: [] };
-  // The agent that opened an assistant message is in its `start` metadata.
+/**
+ * A message the server opened with this chunk (it always sends `start`
+ * first): its role, agent, turn and run are on the chunk's entry.
+ */
+function createMessage(cx, id, chunk, entry, frame, lim) {
+  const r = entry.role || (frame.eventClass === 'turn.submitted' ? 'user' : 'assistant');
+  const msg = { id, role: r, status: 'streaming' };
+  for (const k of ['agentId', 'turnId', 'runId']) if (typeof entry[k] === 'string') msg[k] = entry[k];
+  // A server that does not name the agent on the entry has it in the `start` metadata.
   const md = chunk.type === 'start' ? chunk.messageMetadata : undefined;
-  if (r === 'assistant' && isObject(md) && typeof md.agentId === 'string') msg.agentId = md.agentId;
+  if (msg.agentId === undefined && r === 'assistant' && isObject(md) && typeof md.agentId === 'string') msg.agentId = md.agentId;
+  msg.createdCursor = Number(frame.cursor);
+  msg.parts = [];
   const ms = cx.top('messages');
   ms.push(msg);
   const st = cx.state;
@@ -236,9 +246,9 @@ function createMessage(cx, id, chunk, role, frame, lim) {
   return ms.length - 1;
 }
 
-function applyMessageChunk(cx, messageId, c, role, frame, lim) {
+function applyMessageChunk(cx, messageId, c, entry, frame, lim) {
   let i = findMessage(cx.state, messageId);
-  if (i < 0) i = createMessage(cx, messageId, c, role, frame, lim);
+  if (i < 0) i = createMessage(cx, messageId, c, entry, frame, lim);
   const msg = cx.message(i);
   const parts = msg.parts;
   // A `start` for a message that completed continues it: it streams again.

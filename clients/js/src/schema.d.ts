@@ -205,13 +205,21 @@ export type Warning = {
 
 /** A Vercel AI SDK UIMessageChunk (the `ai` package's uiMessageChunkSchema); session surfaces are `data-<surface>` chunks with a stable `id` */
 export type UIMessageChunk = {
-  type: ("start" | "finish" | "abort" | "error" | "start-step" | "finish-step" | "text-start" | "text-delta" | "text-end" | "reasoning-start" | "reasoning-delta" | "reasoning-end" | "tool-input-start" | "tool-input-delta" | "tool-input-available" | "tool-input-error" | "tool-output-available" | "tool-output-error" | "source-url" | "source-document" | "file" | "message-metadata") | `data-${string}`;
+  type: ("start" | "finish" | "abort" | "error" | "start-step" | "finish-step" | "text-start" | "text-delta" | "text-end" | "reasoning-start" | "reasoning-delta" | "reasoning-end" | "tool-input-start" | "tool-input-delta" | "tool-input-available" | "tool-input-error" | "tool-output-available" | "tool-output-error" | "tool-output-denied" | "tool-approval-request" | "source-url" | "source-document" | "file" | "message-metadata") | `data-${string}`;
   [key: string]: unknown;
 };
 
 export type ChunkItem = {
   /** The message the chunk belongs to; null for session-level data chunks */
   messageId: string | null;
+  /** On a `start` chunk: the message's role */
+  role?: "assistant" | "user" | "system";
+  /** On a `start` chunk: the agent that writes the message */
+  agentId?: string;
+  /** On a `start` chunk: the message's turn */
+  turnId?: string;
+  /** On a `start` chunk: the message's run */
+  runId?: string;
   chunk: UIMessageChunk;
 };
 
@@ -230,13 +238,51 @@ export type DeltaFrame = {
   cursor: number;
   eventId: string;
   eventClass: string;
+  /** What the event's timeline entry holds beyond cursor, eventId and eventClass; absent when nothing */
+  timeline?: {
+    /** The class as the producer named it, when it differs from eventClass */
+    sourceClass?: string;
+    status?: string;
+    title?: string;
+    timestamp?: string;
+    taxonomy?: {
+      [key: string]: unknown;
+    };
+  };
   chunks: ChunkItem[];
 };
 
-/** Always followed by a snapshot */
+/** Followed by a snapshot, except `token_expired`, which ends the stream (reconnect with a fresh token and the last id) */
 export type ResetFrame = {
   type: "reset";
   reason: "cursor_ahead" | "cursor_expired" | "epoch_mismatch" | "session_deleted" | "token_expired";
+};
+
+/** A frame of `GET /v1/streams` and `/v1/streams/ws`: a session frame with `sessionId` as its first key */
+export type MuxFrame = {
+  sessionId: string;
+} & Frame;
+
+/** What `/v1/streams/ws` sends besides frames: `subscribed` before a session's first frame, `unsubscribed` after its last, `error` for a refused subscription or an unreadable message */
+export type MuxControl = {
+  type: "subscribed" | "unsubscribed" | "error";
+  sessionId?: string | null;
+  code?: "session_not_allowed" | "insufficient_scope" | "invalid_cursor" | "invalid_session_id" | "too_many_sessions" | "too_many_subscribers" | "invalid_message";
+  detail?: string;
+};
+
+/** An event of the live session index (`GET /v1/sessions/stream`) */
+export type IndexEvent = {
+  type: "snapshot" | "created" | "updated" | "deleted" | "reset";
+  /** The index cursor (not on `reset`) */
+  cursor?: number;
+  /** On `snapshot`: the index's epoch */
+  epoch?: string;
+  /** On `snapshot` */
+  sessions?: SessionEntry[];
+  session?: SessionEntry;
+  /** On `reset` */
+  reason?: "cursor_ahead" | "cursor_expired" | "epoch_mismatch" | "token_expired";
 };
 
 export type Frame = SnapshotFrame | DeltaFrame | ResetFrame;

@@ -209,6 +209,7 @@ impl Actor {
                     cursor,
                     &ev.fact.id,
                     &ev.fact.class,
+                    state.projection.state().timeline.back(),
                     &applied.chunks,
                 );
                 stored.push(StoredEvent {

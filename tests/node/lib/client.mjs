@@ -2,8 +2,7 @@
 // touch every surface, a local runtime that records relayed controls, a
 // fetch that can cut and hold the connection, and the one comparison every
 // scenario ends with: the state the client rebuilt from frames equals
-// `GET /v1/sessions/{id}/snapshot`'s state, with the fields frames cannot
-// carry named, and why, below.
+// `GET /v1/sessions/{id}/snapshot`'s state, all of it.
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { once } from 'node:events';
@@ -11,47 +10,14 @@ import { snapshot } from './server.mjs';
 
 export const T = 15000;
 
-/**
- * Snapshot fields a client cannot rebuild from frames, each with its reason.
- * The comparison leaves out exactly these, and nothing else.
- */
-export const NOT_IN_FRAMES = [
-  {
-    field: 'messages[].turnId, messages[].runId',
-    why: 'no chunk carries a message\'s turn or run: a `start` chunk has messageId, role and metadata ' +
-      '(createdAt, agentId, agentRole, model) only; messages that arrived in a snapshot keep them',
-  },
-  {
-    field: 'messages[].agentId of a message a repair event restored (messages.snapshot, snapshot.updated)',
-    why: 'the restored message\'s agent comes from the repair payload, but its `start` chunk carries the ' +
-      'metadata of the repair fact (whose agent is none or another); a message opened by a fact of its ' +
-      'agent has `start.messageMetadata.agentId`, which the client reads',
-  },
-  {
-    field: 'timeline[].sourceClass, status, title, timestamp, taxonomy',
-    why: 'a delta frame names its event by eventId and canonical eventClass only; the client adds ' +
-      '{cursor, eventId, class} per frame (entries from the snapshot keep every field)',
-  },
-];
-
-/** A state with the NOT_IN_FRAMES fields taken out (a deep copy). */
-const REPAIRS = new Set(['messages.snapshot', 'snapshot.updated']);
-
+/** A state as compared with the snapshot's: all of it (a deep copy). */
 export function comparable(state) {
-  const s = structuredClone(state);
-  const classAt = new Map((s.timeline ?? []).map((e) => [e.cursor, e.class]));
-  for (const m of s.messages ?? []) {
-    delete m.turnId;
-    delete m.runId;
-    if (REPAIRS.has(classAt.get(m.createdCursor))) delete m.agentId;
-  }
-  s.timeline = (s.timeline ?? []).map(({ cursor, eventId, class: c }) => ({ cursor, eventId, class: c }));
-  return s;
+  return structuredClone(state);
 }
 
 /**
  * Wait until the client holds a session at the server's epoch and cursor, then check
- * that its state equals the snapshot's (less NOT_IN_FRAMES). Returns the snapshot.
+ * that its state equals the snapshot's. Returns the snapshot.
  */
 export async function assertSameAsSnapshot(conn, base, sessionId, label = sessionId, { token } = {}) {
   const snap = token ? await snapshotWith(base, sessionId, token) : await snapshot(base, sessionId);
