@@ -12,7 +12,7 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use super::Listing;
-use crate::store::SessionMeta;
+use crate::store::{IndexNote, SessionMeta};
 
 /// A session as the session list and the index show it.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -101,6 +101,9 @@ pub struct IndexEvent {
     pub cursor: Option<u64>,
     /// The session a change is about (`None` for `snapshot` and `reset`).
     pub session: Option<String>,
+    /// Not an event to send: changes may have been missed here (see
+    /// [`Index::resync`]); a follower starts again from a snapshot.
+    pub resync: bool,
     pub sse: Bytes,
     pub json: Bytes,
 }
@@ -128,6 +131,7 @@ impl IndexEvent {
         IndexEvent {
             cursor,
             session,
+            resync: false,
             json: sse.slice(start..end),
             sse,
         }
@@ -231,6 +235,36 @@ impl Index {
         metrics::counter!("projector_index_changes_total").increment(1);
     }
 
+    /// Changes may have been missed (another node's, while this one was cut
+    /// off from the shared store): followers start again from a snapshot,
+    /// and no cursor from before now resumes.
+    pub fn resync(&self) {
+        let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        ring.head += 1;
+        let mut ev = IndexEvent::reset("cursor_expired");
+        ev.cursor = Some(ring.head);
+        ev.resync = true;
+        let ev = Arc::new(ev);
+        if ring.recent.len() == self.keep {
+            ring.recent.pop_front();
+        }
+        ring.recent.push_back(ev.clone());
+        let _ = self.tx.send(ev);
+        metrics::counter!("projector_index_resyncs_total").increment(1);
+    }
+
+    /// Follow the index from a fresh snapshot, after a `reset` with `reason`.
+    pub fn follow_fresh(&self, reason: &'static str) -> Follow {
+        let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        Follow {
+            rx: self.tx.subscribe(),
+            start: IndexStart::Fresh {
+                reset: Some(reason),
+                cursor: ring.head,
+            },
+        }
+    }
+
     /// Follow the index after `after` (`(epoch, cursor)` of an earlier
     /// connection), or from a snapshot.
     pub fn follow(&self, after: Option<(Option<&str>, u64)>) -> Follow {
@@ -250,7 +284,11 @@ impl Index {
                     .front()
                     .and_then(|e| e.cursor)
                     .unwrap_or(ring.head + 1);
-                if c + 1 < first {
+                let resynced = ring
+                    .recent
+                    .iter()
+                    .any(|e| e.resync && e.cursor.is_some_and(|n| n > c));
+                if c + 1 < first || resynced {
                     fresh(Some("cursor_expired"))
                 } else {
                     IndexStart::Replay(
@@ -264,6 +302,42 @@ impl Index {
             }
         };
         Follow { rx, start }
+    }
+}
+
+/// Tell `index` the changes other nodes made, as a shared store hears them,
+/// until `shutdown`: each session's entry as the store has it now; a
+/// `Resync` (or notes lost to a slow relay) starts the followers again.
+pub async fn relay(
+    store: crate::store::SharedLog,
+    index: Arc<Index>,
+    mut notes: broadcast::Receiver<IndexNote>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    use broadcast::error::RecvError;
+    loop {
+        let note = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            n = notes.recv() => n,
+        };
+        let (change, session) = match note {
+            Ok(IndexNote::Created(s)) => (Change::Created, s),
+            Ok(IndexNote::Updated(s)) => (Change::Updated, s),
+            Ok(IndexNote::Deleted(s)) => (Change::Deleted, s),
+            Ok(IndexNote::Resync) | Err(RecvError::Lagged(_)) => {
+                index.resync();
+                continue;
+            }
+            Err(RecvError::Closed) => return,
+        };
+        match store.meta(&session).await {
+            Ok(Some(m)) => index.publish(change, &SessionEntry::of(&session, &m)),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::debug!(error = %e, "index relay could not read a session; resync");
+                index.resync();
+            }
+        }
     }
 }
 

@@ -49,7 +49,8 @@ const ATTEMPTS: usize = 3;
 impl Registry {
     /// A registry over `store`; actors stop when `shutdown` is cancelled.
     pub fn new(store: SharedLog, cfg: RegistryConfig, shutdown: CancellationToken) -> Self {
-        Registry {
+        let notes = store.index_notes();
+        let registry = Registry {
             inner: Arc::new(RegistryInner {
                 sessions: Arc::new(DashMap::new()),
                 ctx: Arc::new(ActorCtx {
@@ -63,7 +64,17 @@ impl Registry {
                 tasks: TaskTracker::new(),
                 tick: AtomicU64::new(0),
             }),
+        };
+        if let Some(rx) = notes {
+            let relay = super::index::relay(
+                registry.store().clone(),
+                registry.inner.ctx.index.clone(),
+                rx,
+                registry.inner.ctx.shutdown.clone(),
+            );
+            registry.spawn_task(relay);
         }
+        registry
     }
 
     /// The store behind the registry.

@@ -216,6 +216,19 @@ impl StoreError {
     }
 }
 
+/// What a shared store tells every node's session index about a change
+/// another node made (see [`EventLog::index_notes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexNote {
+    /// A session's first append of an incarnation.
+    Created(String),
+    Updated(String),
+    Deleted(String),
+    /// Notes may have been lost (the node was disconnected): what the
+    /// index says may be stale.
+    Resync,
+}
+
 /// News of a session from a shared store: a wake-up, and where the log
 /// was announced to stand (epoch and head), so that a node need not read
 /// the log after its own appends.
@@ -339,6 +352,13 @@ pub trait EventLog: Send + Sync + 'static {
 
     /// Stop listening (the [`News`] returned by [`EventLog::listen`]).
     fn unlisten(&self, _session: &str, _news: &Arc<News>) {}
+
+    /// The changes other nodes make to sessions (appends, deletions), for
+    /// this node's session index; `None` for single-node stores, where
+    /// every change is made here.
+    fn index_notes(&self) -> Option<tokio::sync::broadcast::Receiver<IndexNote>> {
+        None
+    }
 
     /// Delete a session only if its last append is older than `before_ms`
     /// (the retention sweep); `None` when it was not (or is already a

@@ -32,6 +32,8 @@ struct Follower {
     last: u64,
     pending: VecDeque<Arc<IndexEvent>>,
     done: bool,
+    /// Start again from a snapshot after a `reset` with this reason.
+    fresh: Option<&'static str>,
 }
 
 /// The index events for a caller who sees what `sees` allows, from `after`
@@ -52,6 +54,7 @@ pub fn events(
         last: 0,
         pending: VecDeque::new(),
         done: false,
+        fresh: None,
     };
     futures_util::stream::unfold(f, |mut f| async move {
         let next = f.next().await?;
@@ -63,6 +66,12 @@ impl Follower {
     async fn next(&mut self) -> Option<Arc<IndexEvent>> {
         loop {
             if let Some(ev) = self.pending.pop_front() {
+                if ev.resync {
+                    self.pending.clear();
+                    self.rx = None;
+                    self.fresh = Some("cursor_expired");
+                    continue;
+                }
                 if ev.session.as_deref().is_none_or(|s| (self.sees)(s)) {
                     return Some(ev);
                 }
@@ -76,6 +85,10 @@ impl Follower {
                 continue;
             };
             match rx.recv().await {
+                Ok(ev) if ev.resync => {
+                    self.rx = None;
+                    self.fresh = Some("cursor_expired");
+                }
                 Ok(ev) => {
                     let c = ev.cursor.unwrap_or(0);
                     if c > self.last {
@@ -97,7 +110,10 @@ impl Follower {
     /// Subscribe, and queue what comes before the live changes.
     async fn start(&mut self) {
         let index = self.registry.index();
-        let follow = index.follow(self.after.as_ref().map(|(e, c)| (e.as_deref(), *c)));
+        let follow = match self.fresh.take() {
+            Some(reason) => index.follow_fresh(reason),
+            None => index.follow(self.after.as_ref().map(|(e, c)| (e.as_deref(), *c))),
+        };
         self.rx = Some(follow.rx);
         match follow.start {
             IndexStart::Replay(evs) => {

@@ -11,7 +11,6 @@ use tracing::warn;
 
 use super::{Actor, Loaded};
 use crate::frame::Frame;
-use crate::session::index::{Change, SessionEntry};
 use crate::session::Command;
 use crate::store::{News, SessionMeta, StoreError, Tail};
 
@@ -140,14 +139,7 @@ impl Actor {
             head,
             ..tail.meta.clone()
         };
-        if !tail.events.is_empty() {
-            // Another node appended: the index here says so too.
-            let listing = crate::session::Listing::of(&state.projection);
-            ctx.index.publish(
-                Change::Updated,
-                &SessionEntry::with_listing(&self.id, &state.meta, listing),
-            );
-        }
+
         Ok(true)
     }
 

@@ -61,3 +61,22 @@ async fn followers_get_live_changes_encoded_once() {
     let sse = std::str::from_utf8(&ev.sse).unwrap();
     assert!(sse.starts_with(&format!("id: {}:1\nevent: session\ndata: {{", ix.epoch())));
 }
+
+#[tokio::test]
+async fn a_resync_restarts_followers_and_refuses_older_cursors() {
+    let ix = Index::new(8);
+    ix.publish(Change::Created, &entry("a", 1));
+    let mut live = ix.follow(None);
+    ix.resync();
+    let marker = live.rx.recv().await.unwrap();
+    assert!(marker.resync && marker.cursor == Some(2));
+    assert!(matches!(
+        ix.follow(Some((None, 1))).start,
+        IndexStart::Fresh {
+            reset: Some("cursor_expired"),
+            cursor: 2
+        }
+    ));
+    ix.publish(Change::Updated, &entry("a", 2));
+    assert_eq!(cursors(&ix.follow(Some((None, 2))).start), vec![3]);
+}

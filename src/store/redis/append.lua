@@ -2,7 +2,8 @@
 -- head and the epoch, refuse it if any event id is already in the log,
 -- add the events with their cursors as stream ids, keep the newest
 -- checkpoint, trim by count and age (never past the checkpoint), update the
--- meta and publish the new head to the nodes listening.
+-- meta and publish the new head to the nodes listening, and the change
+-- (`<node>\n<created|updated>\n<session>`) to every node's session index.
 --
 -- Turns: a node refused several times in a row asks for the next turn
 -- (ARGV claim > 0); while its turn lasts (at most claim ms) the other
@@ -11,8 +12,8 @@
 -- KEYS: meta, log, ids, checkpoint, turn (one hash tag: one slot)
 -- ARGV: epoch, expected head, n, status ('' = keep), max events, trim
 --       received before ms (0 = no age limit), checkpoint cursor (0 = none),
---       checkpoint bytes, channel, node id, claim ms (0 = no claim), then
---       n x (event id, received ms, fact, frame)
+--       checkpoint bytes, channel, node id, claim ms (0 = no claim), index
+--       channel, session id, then n x (event id, received ms, fact, frame)
 -- Returns {'ok', first, updated, previous updated, was deleted, status, base}
 --      or {'conflict', epoch, head} or {'duplicate', event id}.
 local meta, log, ids, cpk, turn = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -29,7 +30,7 @@ if m[1] ~= ARGV[1] or head ~= tonumber(ARGV[2]) then
   return {'conflict', m[1] or '', m[2] or '0'}
 end
 local n = tonumber(ARGV[3])
-local base = 12
+local base = 14
 for i = 0, n - 1 do
   if redis.call('HEXISTS', ids, ARGV[base + i * 4]) == 1 then
     return {'duplicate', ARGV[base + i * 4]}
@@ -102,5 +103,9 @@ redis.call('HSET', meta, 'head', string.format('%d', newhead), 'first', string.f
   'updated', string.format('%d', updated), 'cp', string.format('%d', cp), 'deleted', '0', 'status', status)
 if holder then redis.call('DEL', turn) end
 redis.call('PUBLISH', ARGV[9], ARGV[1] .. ':' .. string.format('%d', newhead))
+-- The first append of an incarnation (nothing after its base) creates it.
+local change = 'updated'
+if head == tonumber(m[8] or '0') then change = 'created' end
+redis.call('PUBLISH', ARGV[12], ARGV[10] .. '\n' .. change .. '\n' .. ARGV[13])
 return {'ok', string.format('%d', first), string.format('%d', updated), string.format('%d', prev_updated),
   m[6] or '0', status, m[8] or '0'}

@@ -6,7 +6,9 @@
 -- whose last append is older than that goes; otherwise nothing changes.
 --
 -- KEYS: meta, log, ids, checkpoint
--- ARGV: new epoch, now ms, channel, idle before ms (0 = always)
+-- ARGV: new epoch, now ms, channel, idle before ms (0 = always), index
+--       channel, node id, session id (the index hears
+--       `<node>\ndeleted\n<session>`)
 -- Returns the tombstone's meta fields, or {} when nothing was deleted.
 local before = tonumber(ARGV[4])
 if before > 0 then
@@ -21,4 +23,5 @@ redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'head', string.format('%d', head),
   'first', string.format('%d', head + 1), 'updated', ARGV[2], 'cp', '0', 'deleted', '1', 'status', '',
   'base', string.format('%d', head))
 redis.call('PUBLISH', ARGV[3], ARGV[1] .. ':' .. string.format('%d', head))
+redis.call('PUBLISH', ARGV[5], ARGV[6] .. '\ndeleted\n' .. ARGV[7])
 return redis.call('HMGET', KEYS[1], 'epoch', 'head', 'first', 'status', 'updated', 'deleted', 'base')

@@ -3,7 +3,11 @@
 //! `epoch:head` of a session) wakes that session's actor, which reads the new
 //! events from the log; the message itself is only a hint, so a lost one
 //! costs latency, never a frame. After a reconnection every listening actor
-//! is woken, since news may have been missed meanwhile.
+//! is woken, since news may have been missed meanwhile. The connection also
+//! always hears the index channel, where every append and deletion is told
+//! (`<node>\n<created|updated|deleted>\n<session>`): the other nodes'
+//! changes go to this node's session index, and after a reconnection a
+//! `Resync` says some may have been missed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,8 +17,30 @@ use dashmap::DashMap;
 use futures_util::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::store::News;
+use crate::store::{IndexNote, News};
 use tracing::{debug, warn};
+
+/// The channel every node's session index hears.
+pub(super) fn index_channel(prefix: &str) -> String {
+    format!("{prefix}:index")
+}
+
+/// An index note as the channel carries it, unless this node made it.
+fn index_note(payload: &[u8], node: &str) -> Option<IndexNote> {
+    let text = std::str::from_utf8(payload).ok()?;
+    let mut it = text.splitn(3, '\n');
+    let (from, change, session) = (it.next()?, it.next()?, it.next()?);
+    if from == node || session.is_empty() {
+        return None;
+    }
+    let s = session.to_string();
+    match change {
+        "created" => Some(IndexNote::Created(s)),
+        "updated" => Some(IndexNote::Updated(s)),
+        "deleted" => Some(IndexNote::Deleted(s)),
+        _ => None,
+    }
+}
 
 /// The channel of a session (its tag as in [`super::tag`]).
 pub(super) fn channel(prefix: &str, tag: &str) -> String {
@@ -25,6 +51,9 @@ enum Cmd {
     Subscribe(String, oneshot::Sender<()>),
     Unsubscribe(String),
 }
+
+/// Index notes buffered for a slow index relay (it resyncs past them).
+const NOTES: usize = 4096;
 
 /// How often an idle pub/sub connection is checked.
 const PING_EVERY: Duration = Duration::from_secs(5);
@@ -44,31 +73,44 @@ pub(super) struct Listener {
     wanted: Arc<DashMap<String, Arc<News>>>,
     cmds: mpsc::UnboundedSender<Cmd>,
     timeout: Duration,
+    index: String,
+    notes: tokio::sync::broadcast::Sender<IndexNote>,
 }
 
 impl Listener {
     /// Start the pub/sub task (it connects, and reconnects, in the background).
     /// With several seeds (a Redis Cluster, where a publish reaches every
     /// node), it connects to one and moves on to the next when that fails.
-    pub fn start(seeds: Vec<redis::Client>, prefix: String, timeout: Duration) -> Self {
-        Self::start_pinging(seeds, prefix, timeout, PING_EVERY)
+    pub fn start(
+        seeds: Vec<redis::Client>,
+        prefix: String,
+        node: String,
+        timeout: Duration,
+    ) -> Self {
+        Self::start_pinging(seeds, prefix, node, timeout, PING_EVERY)
     }
 
     pub fn start_pinging(
         seeds: Vec<redis::Client>,
         prefix: String,
+        node: String,
         timeout: Duration,
         ping_every: Duration,
     ) -> Self {
         let wanted: Arc<DashMap<String, Arc<News>>> = Arc::default();
         let stats = Arc::<Stats>::default();
         let (tx, rx) = mpsc::unbounded_channel();
+        let index = index_channel(&prefix);
+        let notes = tokio::sync::broadcast::channel(NOTES).0;
         let task = Task {
             seeds,
             wanted: wanted.clone(),
             timeout,
             ping_every,
             stats: stats.clone(),
+            index: index.clone(),
+            node,
+            notes: notes.clone(),
         };
         tokio::spawn(task.run(rx));
         Listener {
@@ -77,7 +119,19 @@ impl Listener {
             wanted,
             cmds: tx,
             timeout,
+            index,
+            notes,
         }
+    }
+
+    /// The channel the append and delete scripts tell the index on.
+    pub fn index_channel(&self) -> &str {
+        &self.index
+    }
+
+    /// The other nodes' changes, for this node's session index.
+    pub fn index_notes(&self) -> tokio::sync::broadcast::Receiver<IndexNote> {
+        self.notes.subscribe()
     }
 
     /// Listen for a session; returns once the subscription is in place (or
@@ -114,6 +168,9 @@ struct Task {
     timeout: Duration,
     ping_every: Duration,
     stats: Arc<Stats>,
+    index: String,
+    node: String,
+    notes: tokio::sync::broadcast::Sender<IndexNote>,
 }
 
 impl Task {
@@ -124,6 +181,9 @@ impl Task {
             timeout,
             ping_every,
             stats,
+            index,
+            node,
+            notes,
         } = self;
         let mut backoff = Duration::from_millis(50);
         let mut turn = 0usize;
@@ -159,12 +219,16 @@ impl Task {
                 }
             };
             backoff = Duration::from_millis(50);
-            let channels: Vec<String> = wanted.iter().map(|e| e.key().clone()).collect();
-            if !channels.is_empty() {
-                if let Err(e) = sink.subscribe(&channels).await {
-                    warn!(error = %e, "redis pub/sub resubscription failed; reconnecting");
-                    continue;
-                }
+            let mut channels: Vec<String> = wanted.iter().map(|e| e.key().clone()).collect();
+            channels.push(index.clone());
+            if let Err(e) = sink.subscribe(&channels).await {
+                warn!(error = %e, "redis pub/sub resubscription failed; reconnecting");
+                continue;
+            }
+            // Changes other nodes made while this one was away are not
+            // known here: the index starts its followers again.
+            if stats.connects.load(Ordering::Relaxed) > 0 {
+                let _ = notes.send(IndexNote::Resync);
             }
             metrics::gauge!("projector_redis_listener_connected").set(1.0);
             debug!(channels = channels.len(), "redis pub/sub connected");
@@ -200,6 +264,11 @@ impl Task {
                         None => {
                             warn!("redis pub/sub connection lost; reconnecting");
                             break;
+                        }
+                        Some(msg) if msg.get_channel_name() == index => {
+                            if let Some(note) = index_note(msg.get_payload_bytes(), &node) {
+                                let _ = notes.send(note);
+                            }
                         }
                         Some(msg) => {
                             if let Some(n) = wanted.get(msg.get_channel_name()) {
@@ -249,6 +318,7 @@ mod tests {
         let l = Listener::start_pinging(
             seeds,
             format!("ptest-{}", uuid::Uuid::new_v4().simple()),
+            "node".into(),
             Duration::from_secs(5),
             Duration::from_millis(20),
         );
@@ -265,5 +335,26 @@ mod tests {
             1,
             "never reconnected"
         );
+    }
+}
+
+#[cfg(test)]
+mod notes {
+    use super::*;
+
+    #[test]
+    fn index_notes_of_other_nodes_only() {
+        assert_eq!(
+            index_note(b"n2\ncreated\na\nb", "n1"),
+            Some(IndexNote::Created("a\nb".into()))
+        );
+        assert_eq!(
+            index_note(b"n2\ndeleted\ns", "n1"),
+            Some(IndexNote::Deleted("s".into()))
+        );
+        assert_eq!(index_note(b"n1\nupdated\ns", "n1"), None, "our own");
+        assert_eq!(index_note(b"n2\nrenamed\ns", "n1"), None);
+        assert_eq!(index_note(b"n2\nupdated\n", "n1"), None);
+        assert_eq!(index_note(b"garbage", "n1"), None);
     }
 }

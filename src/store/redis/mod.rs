@@ -22,7 +22,8 @@ use async_trait::async_trait;
 use redis::{AsyncCommands, Script, Value};
 
 use super::{
-    AppendBatch, Checkpoint, EventLog, News, Retention, SessionMeta, StoreError, StoredEvent, Tail,
+    AppendBatch, Checkpoint, EventLog, IndexNote, News, Retention, SessionMeta, StoreError,
+    StoredEvent, Tail,
 };
 use crate::config::RedisConfig;
 use crate::store::codec::{decode_checkpoint, encode_checkpoint};
@@ -124,10 +125,12 @@ impl RedisLog {
     /// list of seed nodes of a Redis Cluster.
     pub fn open(url: &str, cluster: bool, opts: RedisOptions) -> Result<Self, StoreError> {
         let (conn, seeds) = conn::Connector::new(url, cluster, opts.timeout)?;
-        let listener = listen::Listener::start(seeds, opts.prefix.clone(), opts.timeout);
+        let node = uuid::Uuid::new_v4().simple().to_string();
+        let listener =
+            listen::Listener::start(seeds, opts.prefix.clone(), node.clone(), opts.timeout);
         Ok(RedisLog {
             conn,
-            node: uuid::Uuid::new_v4().simple().to_string(),
+            node,
             #[cfg(test)]
             tails: Default::default(),
             scripts: Scripts {
@@ -277,7 +280,9 @@ impl EventLog for RedisLog {
         };
         inv.arg(&k.channel)
             .arg(&self.node)
-            .arg(if batch.claim { TURN_MS } else { 0 });
+            .arg(if batch.claim { TURN_MS } else { 0 })
+            .arg(self.listener.index_channel())
+            .arg(session);
         for (i, e) in batch.events.iter().enumerate() {
             if e.cursor != expected_head + 1 + i as u64 {
                 return Err(StoreError::Conflict {
@@ -553,6 +558,10 @@ impl EventLog for RedisLog {
     fn unlisten(&self, session: &str, notify: &Arc<News>) {
         self.listener.unlisten(&tag(session), notify);
     }
+
+    fn index_notes(&self) -> Option<tokio::sync::broadcast::Receiver<IndexNote>> {
+        Some(self.listener.index_notes())
+    }
 }
 
 impl RedisLog {
@@ -581,6 +590,9 @@ impl RedisLog {
             .arg(super::now_ms())
             .arg(&k.channel)
             .arg(idle_before)
+            .arg(self.listener.index_channel())
+            .arg(&self.node)
+            .arg(session)
             .invoke_async(&mut self.conn().await?)
             .await
             .map_err(unavailable)?;

@@ -359,9 +359,19 @@ impl RawSse {
         query: &str,
         last_id: Option<u64>,
     ) -> Result<RawSse, String> {
-        let mut req = http.get(format!("{base}/v1/sessions/{session}/stream{query}"));
+        let url = format!("{base}/v1/sessions/{session}/stream{query}");
+        RawSse::get(http, &url, last_id.map(|c| c.to_string())).await
+    }
+
+    /// Any SSE stream at `url`.
+    pub async fn get(
+        http: &reqwest::Client,
+        url: &str,
+        last_id: Option<String>,
+    ) -> Result<RawSse, String> {
+        let mut req = http.get(url);
         if let Some(id) = last_id {
-            req = req.header("last-event-id", id.to_string());
+            req = req.header("last-event-id", id);
         }
         let resp = tokio::time::timeout(DEADLINE, req.send())
             .await

@@ -24,4 +24,5 @@ mod cluster;
 mod failover;
 mod faults;
 mod harness;
+mod index;
 mod order;
