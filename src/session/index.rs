@@ -40,6 +40,13 @@ pub struct SessionEntry {
     pub retryable: Option<bool>,
     /// Actions waiting for a decision.
     pub pending_actions: u64,
+    /// A teammate's session: the session that spawned it (the
+    /// `parentSessionId` its agent events name)...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_session_id: Option<String>,
+    /// ...and the teammate's agent id there.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
     /// RFC 3339 time of the last append; of the session's opening (by a
     /// read or a subscription) while it has none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -70,6 +77,8 @@ impl SessionEntry {
             archived: l.archived,
             retryable: l.retryable,
             pending_actions: l.pending_actions.unwrap_or(0),
+            parent_session_id: l.parent_session_id,
+            agent_id: l.agent_id,
             updated_at: rfc3339(m.updated_ms),
         }
     }

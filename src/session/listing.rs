@@ -25,13 +25,28 @@ pub struct Listing {
     /// Actions waiting for a decision (absent in listings written before it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_actions: Option<u64>,
+    /// A teammate's session: the session that spawned it (its agents'
+    /// `parentSessionId`, other than the session itself) and that agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
 }
 
 impl Listing {
-    /// The listing of a projection as it stands.
-    pub fn of(p: &Projection) -> Listing {
+    /// The listing of session `id`'s projection as it stands.
+    pub fn of(id: &str, p: &Projection) -> Listing {
         let st = p.state();
+        let lineage = st.agents.values().find_map(|a| {
+            a.parent_session_id
+                .as_deref()
+                .filter(|parent| *parent != id)
+                .map(|parent| (parent.to_string(), a.agent_id.clone()))
+        });
+        let (parent_session_id, agent_id) = lineage.unzip();
         Listing {
+            parent_session_id,
+            agent_id,
             status: Some(st.runtime.status.clone()),
             title: st.session.title.clone(),
             pinned: st.session.pinned,
@@ -74,6 +89,8 @@ mod tests {
             archived: None,
             retryable: Some(true),
             pending_actions: Some(2),
+            parent_session_id: Some("coord".into()),
+            agent_id: Some("researcher".into()),
         };
         assert_eq!(Listing::decode(&l.encode()), l);
         assert_eq!(

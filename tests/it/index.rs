@@ -195,3 +195,46 @@ async fn a_session_named_stream_keeps_its_own_paths() {
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["sessionId"], "stream");
 }
+
+#[tokio::test]
+async fn a_teammates_session_names_its_parent_in_the_index() {
+    let srv = TestServer::builder().start().await;
+    // The coordinator registers its teammate (lineage to itself: not a parent).
+    post(
+        &srv,
+        "coord",
+        json!({"type": "agent.spawned", "agentId": "researcher", "parentSessionId": "coord"}),
+    )
+    .await;
+    // The teammate's own session says who spawned it.
+    post(
+        &srv,
+        "coord-research",
+        json!({"type": "agent.spawned", "agentId": "researcher", "parentSessionId": "coord"}),
+    )
+    .await;
+    let mut sse = index(&srv, None).await;
+    let snap = sse.next().await.unwrap();
+    let by: std::collections::HashMap<&str, &Value> = snap.data["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["sessionId"].as_str().unwrap(), s))
+        .collect();
+    assert_eq!(by["coord-research"]["parentSessionId"], "coord");
+    assert_eq!(by["coord-research"]["agentId"], "researcher");
+    assert!(
+        by["coord"].get("parentSessionId").is_none(),
+        "{}",
+        by["coord"]
+    );
+    let (_, page) = srv.get_json("/v1/sessions").await;
+    let listed = page["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["sessionId"] == "coord-research")
+        .unwrap()
+        .clone();
+    assert_eq!(listed["parentSessionId"], "coord");
+}

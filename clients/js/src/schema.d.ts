@@ -178,6 +178,13 @@ export type SessionEntry = {
   /** Actions waiting for a decision. */
   pendingActions: number;
   /**
+   * A teammate's session: the session that spawned it (the
+   * `parentSessionId` its agent events name)...
+   */
+  parentSessionId?: string | null;
+  /** ...and the teammate's agent id there. */
+  agentId?: string | null;
+  /**
    * RFC 3339 time of the last append; of the session's opening (by a
    * read or a subscription) while it has none.
    */

@@ -239,7 +239,7 @@ impl Actor {
             });
             let took_checkpoint = checkpoint.is_some();
             let created = state.meta.head == state.meta.base;
-            let listing = Listing::of(&state.projection);
+            let listing = Listing::of(&self.id, &state.projection);
             state.meta = ctx
                 .store
                 .append(
