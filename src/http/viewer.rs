@@ -1,8 +1,9 @@
-//! The live viewer page, built into the binary: `GET /` (HTML), and its
-//! script and stylesheet; and the JavaScript client library
-//! (`clients/js/src`) as ES modules under `/client/<file>.js`, so that a page
-//! of this origin can `import { connect } from '/client/index.js'`. No build
-//! step at run time.
+//! The live viewer page, built into the binary: `GET /` (HTML), its
+//! stylesheet, its entry module `/viewer.js` and the modules it imports under
+//! `/viewer/<file>.js`; and the JavaScript client library (`clients/js/src`)
+//! as ES modules under `/client/<file>.js`, which the viewer is built on and
+//! any page of this origin can `import { connect } from '/client/index.js'`.
+//! No build step at run time.
 
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -14,6 +15,25 @@ use super::AppState;
 const INDEX: &str = include_str!("../../assets/viewer/index.html");
 const SCRIPT: &str = include_str!("../../assets/viewer/viewer.js");
 const STYLE: &str = include_str!("../../assets/viewer/viewer.css");
+
+/// One module of the viewer (besides its entry `/viewer.js`): its route and its text.
+macro_rules! viewer_module {
+    ($file:literal) => {
+        (
+            concat!("/viewer/", $file),
+            include_str!(concat!("../../assets/viewer/", $file)),
+        )
+    };
+}
+
+/// The viewer's modules, imported by `/viewer.js` as `./viewer/<file>.js`.
+const VIEWER: &[(&str, &str)] = &[
+    viewer_module!("actions.js"),
+    viewer_module!("panels.js"),
+    viewer_module!("sidebar.js"),
+    viewer_module!("transcript.js"),
+    viewer_module!("ui.js"),
+];
 
 /// One module of the client library: its route and its text.
 macro_rules! client_module {
@@ -43,7 +63,7 @@ const CLIENT: &[(&str, &str)] = &[
 
 pub(super) fn router() -> Router<AppState> {
     let mut router = Router::new();
-    for &(path, body) in CLIENT {
+    for &(path, body) in CLIENT.iter().chain(VIEWER) {
         router = router.route(
             path,
             get(move || async move { asset(body, "text/javascript; charset=utf-8") }),

@@ -1,6 +1,8 @@
-// The viewer with auth on: a token in the page URL reaches the stream (as
-// `access_token`, since EventSource cannot set headers) and the approve
-// request (as a bearer header); without one, the stream is refused.
+// The viewer with auth on: a token in the page URL goes to the client
+// library, which sends it as a bearer header on the one multiplexed stream,
+// the session index and the approve request (it reads SSE through fetch, so
+// the token never goes in a URL); without one, both streams are refused and
+// the page says so.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
@@ -53,8 +55,14 @@ test('viewer: a token in the page URL authorises the stream and the controls', a
   page.on('request', (req) => seen.push(req));
   await page.goto(`${server.base}/?session=auth-demo&access_token=${viewer}`);
   await page.getByText('Authorised text.').waitFor({ timeout: T });
-  const stream = seen.find((req) => req.url().includes('/stream'));
-  assert.ok(stream.url().includes(`access_token=${viewer}`), 'the stream carries the token');
+  const stream = seen.find((req) => req.url().includes('/v1/streams?'));
+  assert.equal(stream.headers()['authorization'], `Bearer ${viewer}`, 'the stream carries the token');
+  assert.ok(!stream.url().includes(viewer), 'the token is not in the stream URL');
+  const index = seen.find((req) => req.url().endsWith('/v1/sessions/stream'));
+  assert.equal(index.headers()['authorization'], `Bearer ${viewer}`, 'the index carries the token');
+  // The index lists what the token may read.
+  await page.locator('[data-testid=session-item][data-session-id="auth-demo"]').waitFor({ timeout: T });
+  assert.equal(await page.getByTestId('session-item').count(), 1);
 
   const approve = page.locator('[data-testid="approve"]').first();
   await approve.click();
@@ -63,11 +71,15 @@ test('viewer: a token in the page URL authorises the stream and the controls', a
   assert.equal(sent.headers()['authorization'], `Bearer ${viewer}`, 'controls carry the bearer token');
   await page.close();
 
-  // Without a token the stream is refused: the page never shows the text.
+  // Without a token the stream is refused: the page never shows the text,
+  // and says why.
   const bare = await browser.newPage();
-  const refused = bare.waitForResponse((res) => res.url().includes('/stream'), { timeout: T });
+  const refused = bare.waitForResponse((res) => res.url().includes('/v1/streams?'), { timeout: T });
   await bare.goto(`${server.base}/?session=auth-demo`);
   assert.equal((await refused).status(), 401);
+  await bare.waitForFunction(() => document.querySelector('[data-testid=connection]')?.dataset.state === 'offline', null, { timeout: T });
+  await bare.waitForFunction(() => /refused \(401/.test(document.querySelector('[data-testid=banner]')?.textContent ?? ''), null, { timeout: T });
+  await bare.waitForFunction(() => /Sessions unavailable \(401/.test(document.querySelector('[data-testid=session-list-status]')?.textContent ?? ''), null, { timeout: T });
   assert.equal(await bare.getByText('Authorised text.').count(), 0);
   await bare.close();
 });

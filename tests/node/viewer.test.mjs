@@ -1,11 +1,14 @@
 // The viewer page in a real browser (Debian's chromium through playwright-core).
 //
-// The page is loaded through a small TCP proxy in this process, so the test
-// can cut the network under the page the way a real drop does: every open
-// socket is destroyed and new connections are refused until it is restored.
-// EventSource then reconnects by itself and sends `Last-Event-ID`, which the
-// proxy sees on the wire. Events posted while the page is cut off must show
-// up once, exactly as the API's snapshot has them.
+// The page is built on the client library (clients/js, served at /client/):
+// its one multiplexed connection (`GET /v1/streams`) and the library's
+// projection hold the session. It is loaded through a small TCP proxy in this
+// process, so the test can cut the network under the page the way a real
+// drop does: every open socket is destroyed and new connections are refused
+// until it is restored. The library then reconnects by itself with
+// `?cursor=<epoch>:<cursor>` of the last frame it applied, which the proxy
+// sees on the wire. Events posted while the page is cut off must show up
+// once, exactly as the API's snapshot has them.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
@@ -130,21 +133,19 @@ function scenario() {
   ];
 }
 
-/** The JSON of the delta frame with `cursor`, read from the SSE stream. */
-async function frameAt(base, session, cursor) {
+/** The SSE event (id and data) of the delta frame with `cursor`, read from the multiplexed stream. */
+async function frameAt(base, session, epoch, cursor) {
   const ac = new AbortController();
   const timer = setTimeout(() => ac.abort(), T);
   try {
-    const r = await fetch(`${base}/v1/sessions/${encodeURIComponent(session)}/stream`, {
-      headers: { 'last-event-id': String(cursor - 1) },
-      signal: ac.signal,
-    });
+    const q = `sessions=${encodeURIComponent(session)}&cursor=${encodeURIComponent(`${epoch}:${cursor - 1}`)}`;
+    const r = await fetch(`${base}/v1/streams?${q}`, { signal: ac.signal });
     const decoder = new TextDecoder();
     let buf = '';
     for await (const bytes of r.body) {
       buf += decoder.decode(bytes, { stream: true });
-      const m = buf.match(new RegExp(`id: [0-9a-z]+:${cursor}\nevent: delta\ndata: (.*)\n`));
-      if (m) return m[1];
+      const m = buf.match(new RegExp(`id: ([0-9a-z]+:${cursor})\nevent: delta\ndata: (.*)\n`));
+      if (m) return { id: m[1], data: m[2] };
     }
     throw new Error(`no frame ${cursor}`);
   } finally {
@@ -184,8 +185,7 @@ test('viewer: renders a session live, survives a network drop without duplicatin
   });
   const streamRequests = [];
   page.on('request', (r) => {
-    // allHeaders() includes what the network stack adds (headers() may not).
-    if (r.url().includes('/stream')) streamRequests.push(r.allHeaders().catch(() => ({})));
+    if (r.url().includes('/stream')) streamRequests.push(new URL(r.url()));
   });
   // Applied (the handle) and rendered (the header's cursor is drawn in the
   // same animation frame as the transcript).
@@ -277,20 +277,21 @@ test('viewer: renders a session live, survives a network drop without duplicatin
     await cursorIs(offline.cursor);
     await page.waitForFunction(() => document.querySelector('[data-testid=connection]')?.dataset.state === 'live', null, { timeout: T });
 
-    // The browser itself resumed with Last-Event-ID = the last id it saw:
-    // `<epoch>:<cursor>`.
+    // The page resumed the session from the position of the last frame it
+    // applied, `<epoch>:<cursor>`, on its one multiplexed stream.
     const lastId = `${(await snapshot(server.base, sid)).epoch}:${live.cursor}`;
     const resumed = proxy.requests
       .slice(proxiedBefore)
-      .filter((r) => r.path.startsWith(`/v1/sessions/${encodeURIComponent(sid)}/stream`));
+      .filter((r) => r.path.startsWith('/v1/streams?'))
+      .map((r) => new URL(r.path, proxy.base).searchParams);
     assert.ok(resumed.length >= 1, 'no stream request after the drop');
-    assert.equal(resumed.at(-1).headers['last-event-id'], lastId);
-    const seenByPage = await Promise.all(streamRequests.slice(before));
-    assert.ok(
-      seenByPage.some((h) => h['last-event-id'] === lastId),
-      `the page did not send Last-Event-ID: ${JSON.stringify(seenByPage)}`,
-    );
-    assert.ok(!resumed.at(-1).path.includes('cursor='), 'EventSource resumed by itself, not via ?cursor=');
+    assert.equal(resumed.at(-1).get('sessions'), sid);
+    assert.equal(resumed.at(-1).get('cursor'), lastId);
+    const seenByPage = streamRequests.slice(before).filter((u) => u.pathname === '/v1/streams');
+    assert.ok(seenByPage.some((u) => u.searchParams.get('cursor') === lastId),
+      `the page did not resume from ${lastId}: ${seenByPage.map(String)}`);
+    assert.equal(streamRequests.filter((u) => u.pathname.startsWith('/v1/sessions/') && u.pathname !== '/v1/sessions/stream').length, 0,
+      'no per-session stream: the session rides the multiplexed one');
 
     // After the drop, more live text on the same stream.
     const after = await post(server.base, sid, [ev('text.delta', { payload: { delta: ' After four.' } })]);
@@ -311,9 +312,10 @@ test('viewer: renders a session live, survives a network drop without duplicatin
     assert.equal(await page.getByTestId('cursor').textContent(), `cursor ${after.cursor}`);
 
     // A frame the page already applied, delivered again (as an overlapping
-    // replay would), changes nothing: the cursor check drops it.
-    const again = await frameAt(server.base, sid, offline.cursor);
-    await page.evaluate((data) => window.__viewer.es.dispatchEvent(new MessageEvent('delta', { data })), again);
+    // replay would) to the library's connection, changes nothing: the cursor
+    // check drops it.
+    const again = await frameAt(server.base, sid, (await snapshot(server.base, sid)).epoch, offline.cursor);
+    await page.evaluate(({ id, data }) => window.__viewer.conn.onEvent({ event: 'delta', id, data }), again);
     await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => r())));
     const reRendered = await page.getByTestId('transcript').textContent();
     assert.equal(count(reRendered, 'Missed three.'), 1, 'a replayed frame duplicated text');
@@ -383,7 +385,7 @@ test('viewer: a reset (session deleted) clears the page, then it follows the new
 
     const del = await fetch(`${server.base}/v1/sessions/${encodeURIComponent(s)}`, { method: 'DELETE' });
     assert.ok(del.status < 300, `DELETE: ${del.status}`);
-    await page.waitForFunction((e) => window.__viewer.epoch !== e && window.__viewer.state.messages.length === 0, epoch, { timeout: T });
+    await page.waitForFunction((e) => window.__viewer.epoch !== e && window.__viewer.state?.messages.length === 0, epoch, { timeout: T });
     await page.waitForFunction(() => document.querySelectorAll('[data-testid=message]').length === 0, null, { timeout: T });
 
     const two = await post(server.base, s, [{ id: 'n1', type: 'text.delta', runId: 'r2', payload: { delta: 'After the reset.' } }]);
