@@ -91,6 +91,31 @@ pub struct Frame {
     /// Chunk positions in `json`; `None` when the frame was read back from
     /// the store (see [`Frame::message_chunks`]).
     spans: Option<Vec<ChunkSpan>>,
+    /// When a live frame was made, for the publish-to-write latency.
+    pub born: Born,
+}
+
+/// When a live frame was made (encoded here at its append, or relayed from
+/// another node); `None` for snapshots and frames read back from the store.
+/// Any two compare equal: it says when, not what.
+#[derive(Debug, Clone, Copy)]
+pub struct Born(pub Option<std::time::Instant>);
+
+impl PartialEq for Born {
+    fn eq(&self, _: &Born) -> bool {
+        true
+    }
+}
+
+impl Born {
+    /// Record the time from the frame's making to now as a delivery (a
+    /// frame handed to a subscriber's connection); nothing for frames that
+    /// were not live.
+    pub fn delivered(self) {
+        if let Some(at) = self.0 {
+            metrics::histogram!("projector_delivery_seconds").record(at.elapsed());
+        }
+    }
 }
 
 /// A shared frame.
@@ -128,6 +153,7 @@ fn finish(
         json: sse.slice(json),
         sse,
         spans,
+        born: Born(None),
     }
 }
 
@@ -158,6 +184,7 @@ impl Frame {
     pub fn stored_delta(epoch: &str, cursor: u64, json: &[u8]) -> Frame {
         let mut f = Frame::from_json(FrameKind::Delta, epoch, Some(cursor), json);
         f.spans = chunk_spans(&f.json);
+        f.born = Born(Some(std::time::Instant::now()));
         f
     }
 
@@ -271,7 +298,9 @@ pub fn delta(
     }
     buf.extend_from_slice(b"]}");
     let end = buf.len();
-    finish(buf, start..end, FrameKind::Delta, Some(cursor), Some(spans))
+    let mut f = finish(buf, start..end, FrameKind::Delta, Some(cursor), Some(spans));
+    f.born = Born(Some(std::time::Instant::now()));
+    f
 }
 
 mod erased {

@@ -114,6 +114,7 @@ pub async fn post_events(
     };
     let limits = &st.cfg.ingest;
     let bytes = read_body(&st.limits, &headers, body, limits.max_body_bytes).await?;
+    let received = std::time::Instant::now();
     let values = body::split(&bytes, format, limits.max_events_per_batch).map_err(|e| {
         let code = match e {
             BodyError::TooManyEvents { .. } => {
@@ -176,6 +177,8 @@ pub async fn post_events(
         return Err(problem.with_errors(errors));
     }
     let mut outcome = st.registry.ingest(&session.0, events).await?;
+    // From the whole body received to the events durable and published.
+    metrics::histogram!("projector_ingest_seconds").record(received.elapsed());
     outcome.warnings.extend(said);
     outcome.warnings.sort_by_key(|w| w.index);
     Ok(Json(outcome))

@@ -14,6 +14,7 @@ mod ingest_stream;
 pub mod limits;
 pub mod messages;
 pub mod mux;
+mod observe;
 pub mod openapi;
 pub mod ops;
 pub mod sessions;
@@ -96,6 +97,7 @@ pub fn router(state: AppState) -> Router {
             )
         })
         .layer(axum::middleware::map_response(problem_for_plain_errors))
+        .layer(axum::middleware::from_fn(observe::record))
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
                 let request_id = req

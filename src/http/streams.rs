@@ -358,7 +358,10 @@ pub async fn stream_ws(
     let frames = frames(&st, &caller, session, &headers, q)?;
     let heartbeat = st.heartbeat();
     let shutdown = st.shutdown.clone();
-    let json = frames.map(|f| f.json.clone());
+    let json = frames.map(|f| {
+        f.born.delivered();
+        f.json.clone()
+    });
     Ok(upgrade.on_upgrade(move |socket| ws::serve(socket, json, heartbeat, shutdown)))
 }
 

@@ -165,12 +165,14 @@ impl Subscriber {
                         continue;
                     }
                     let want = self.page.min((until - self.last) as usize);
-                    let page = match self
+                    let reading = std::time::Instant::now();
+                    let read = self
                         .registry
                         .store()
                         .read(&self.session, self.last, want)
-                        .await
-                    {
+                        .await;
+                    metrics::histogram!("projector_replay_read_seconds").record(reading.elapsed());
+                    let page = match read {
                         Ok(p) => p,
                         Err(e) => {
                             debug!(error = %e, "replay read failed; ending stream");

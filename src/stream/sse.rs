@@ -27,6 +27,8 @@ pub fn response(
     shutdown: CancellationToken,
 ) -> Response {
     let batches = Box::pin(frames.ready_chunks(COALESCE).map(|batch| {
+        // The oldest frame of the batch stands for it.
+        batch[0].born.delivered();
         if batch.len() == 1 {
             batch[0].sse.clone()
         } else {

@@ -18,5 +18,6 @@ mod kept;
 mod layout;
 mod messages;
 mod mux;
+mod observe;
 mod packaging;
 mod redis;

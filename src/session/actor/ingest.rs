@@ -240,6 +240,7 @@ impl Actor {
             let took_checkpoint = checkpoint.is_some();
             let created = state.meta.head == state.meta.base;
             let listing = Listing::of(&self.id, &state.projection);
+            let appending = std::time::Instant::now();
             state.meta = ctx
                 .store
                 .append(
@@ -254,6 +255,7 @@ impl Actor {
                     },
                 )
                 .await?;
+            metrics::histogram!("projector_store_append_seconds").record(appending.elapsed());
             state.since_checkpoint = if took_checkpoint {
                 0
             } else {

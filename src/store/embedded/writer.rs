@@ -88,6 +88,8 @@ impl Writer {
     /// Serve jobs until every sender is gone.
     pub fn run(self, mut rx: mpsc::Receiver<Msg>) {
         while let Some(first) = rx.blocking_recv() {
+            // Jobs waiting behind the first one.
+            metrics::histogram!("projector_store_writer_queue_depth").record(rx.len() as f64);
             let mut msgs = vec![first];
             while msgs.len() < MAX_GROUP {
                 match rx.try_recv() {

@@ -147,6 +147,7 @@ pub async fn serve(
             },
             Some((id, f)) = map.next(), if !map.is_empty() => {
                 let Some(m) = members.get(&id) else { continue };
+                f.born.delivered();
                 if sink.send(frame_message(m.json(&f))).await.is_err() {
                     break;
                 }
