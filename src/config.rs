@@ -8,10 +8,12 @@ use figment::providers::{Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+mod telemetry;
 mod upstream;
 
 use crate::allowlist::{http_url, AllowedHost};
 use crate::projection::ProjectionConfig;
+pub use telemetry::TelemetryConfig;
 pub use upstream::UpstreamConfig;
 
 /// The defaults, compiled into the binary.
@@ -49,6 +51,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub controls: ControlsConfig,
     pub upstream: UpstreamConfig,
+    pub telemetry: TelemetryConfig,
 }
 
 /// A secret string: serialises as itself, but `Debug` never shows it, so a
@@ -430,6 +433,7 @@ impl Config {
         self.upstream
             .validate(&self.controls.allowed_hosts)
             .map_err(ConfigError::Invalid)?;
+        self.telemetry.validate().map_err(ConfigError::Invalid)?;
         Ok(())
     }
 }

@@ -41,6 +41,7 @@ pub mod projection;
 pub mod session;
 pub mod store;
 pub mod stream;
+pub mod telemetry;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;

@@ -154,8 +154,12 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Serve => {
-            init_tracing(&cfg);
-            rt.block_on(serve(cfg))
+            let telemetry = init_tracing(&cfg);
+            let code = rt.block_on(serve(cfg));
+            if let Some(t) = telemetry {
+                t.shutdown();
+            }
+            code
         }
     }
 }
@@ -179,19 +183,36 @@ fn parse_ttl(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
-fn init_tracing(cfg: &Config) {
+/// Logs to stdout, and traces to an OTLP collector when one is configured
+/// (the handle flushes them at exit).
+fn init_tracing(cfg: &Config) -> Option<agent_projector::telemetry::Telemetry> {
     use std::io::IsTerminal;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(cfg.log.level.clone()));
     // Colours only for a person at a terminal (and never with NO_COLOR).
     let ansi = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi);
-    match cfg.log.format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
+    let fmt = tracing_subscriber::fmt::layer().with_ansi(ansi);
+    let fmt = match cfg.log.format {
+        LogFormat::Json => fmt.json().boxed(),
+        LogFormat::Text => fmt.boxed(),
+    };
+    let (otel, telemetry) = match agent_projector::telemetry::layer(&cfg.telemetry) {
+        Ok(Some((layer, t))) => (Some(layer), Some(t)),
+        Ok(None) => (None, None),
+        Err(e) => {
+            eprintln!("agent-projector: traces are off: {e:#}");
+            (None, None)
+        }
+    };
+    tracing_subscriber::registry()
+        .with(otel)
+        .with(fmt)
+        .with(filter)
+        .init();
+    telemetry
 }
 
 async fn serve(cfg: Config) -> ExitCode {

@@ -106,13 +106,15 @@ pub fn router(state: AppState) -> Router {
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("");
                 let session_id = session_of(req.uri().path());
-                tracing::info_span!(
+                let span = tracing::info_span!(
                     "http",
                     method = %req.method(),
                     path = %req.uri().path(),
                     request_id = %request_id,
                     session_id = %session_id,
-                )
+                );
+                crate::telemetry::join_caller(&span, req.headers());
+                span
             }),
         )
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))

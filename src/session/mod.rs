@@ -154,6 +154,8 @@ pub enum Command {
     Ingest {
         events: Vec<IncomingEvent>,
         reply: IngestReply,
+        /// The caller's span, which the append's span continues.
+        span: tracing::Span,
     },
     /// Subscribe from an optional cursor (and epoch).
     Subscribe {
@@ -236,7 +238,16 @@ impl SessionHandle {
         events: Vec<IncomingEvent>,
     ) -> Result<oneshot::Receiver<Result<IngestOutcome, SessionError>>, Vec<IncomingEvent>> {
         let (reply, rx) = oneshot::channel();
-        match self.tx.send(Command::Ingest { events, reply }).await {
+        let span = tracing::Span::current();
+        match self
+            .tx
+            .send(Command::Ingest {
+                events,
+                reply,
+                span,
+            })
+            .await
+        {
             Ok(()) => Ok(rx),
             Err(mpsc::error::SendError(Command::Ingest { events, .. })) => Err(events),
             Err(_) => Err(Vec::new()),

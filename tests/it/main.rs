@@ -21,3 +21,4 @@ mod mux;
 mod observe;
 mod packaging;
 mod redis;
+mod traces;

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use tokio::time::{Duration, Instant};
-use tracing::{debug, warn};
+use tracing::{debug, warn, Instrument};
 
 use super::sync::CONTENDED_FOR;
 use super::{Actor, Loaded};
@@ -32,14 +32,41 @@ impl Actor {
         state: &mut Loaded,
         events: Vec<IncomingEvent>,
         reply: IngestReply,
+        span: tracing::Span,
     ) -> bool {
-        let (mut batches, mut replies) = (vec![events], vec![reply]);
-        self.gather(&mut batches, &mut replies);
+        let (mut batches, mut replies, mut spans) = (vec![events], vec![reply], vec![span]);
+        self.gather(&mut batches, &mut replies, &mut spans);
         if replies.len() > 1 {
             metrics::counter!("projector_ingest_coalesced_total")
                 .increment(replies.len() as u64 - 1);
         }
-        let e = match self.ingest(state, &batches).await {
+        // One trace from the (first) request to the frames its append made;
+        // the requests appended with it are linked.
+        let append = tracing::info_span!(
+            parent: &spans[0],
+            "session.append",
+            session_id = %self.id,
+            requests = replies.len(),
+            events = batches.iter().map(Vec::len).sum::<usize>(),
+            cursor_from = tracing::field::Empty,
+            cursor_to = tracing::field::Empty,
+        );
+        for s in &spans[1..] {
+            append.follows_from(s);
+        }
+        let done = self
+            .ingest(state, &batches)
+            .instrument(append.clone())
+            .await;
+        if let Ok(outcomes) = &done {
+            let accepted: u64 = outcomes.iter().map(|o| o.accepted as u64).sum();
+            if accepted > 0 {
+                let to = outcomes.iter().map(|o| o.cursor).max().unwrap_or(0);
+                append.record("cursor_from", to + 1 - accepted);
+                append.record("cursor_to", to);
+            }
+        }
+        let e = match done {
             Ok(outcomes) => {
                 for (reply, outcome) in replies.into_iter().zip(outcomes) {
                     let _ = reply.send(Ok(outcome));
@@ -74,17 +101,24 @@ impl Actor {
     /// Take the ingest requests queued behind the first one, up to
     /// [`COALESCE_EVENTS`]; stop at (and hold) any other command, so that
     /// commands keep their order.
-    fn gather(&mut self, batches: &mut Vec<Vec<IncomingEvent>>, replies: &mut Vec<IngestReply>) {
+    fn gather(
+        &mut self,
+        batches: &mut Vec<Vec<IncomingEvent>>,
+        replies: &mut Vec<IngestReply>,
+        spans: &mut Vec<tracing::Span>,
+    ) {
         let mut events: usize = batches.iter().map(Vec::len).sum();
         while events < COALESCE_EVENTS {
             match self.rx.try_recv() {
                 Ok(Command::Ingest {
                     events: more,
                     reply,
+                    span,
                 }) => {
                     events += more.len();
                     batches.push(more);
                     replies.push(reply);
+                    spans.push(span);
                 }
                 Ok(other) => {
                     self.held = Some(other);

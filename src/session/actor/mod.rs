@@ -184,8 +184,12 @@ impl Actor {
             return true;
         }
         match cmd {
-            Command::Ingest { events, reply } => {
-                return self.serve_ingest(state, events, reply).await;
+            Command::Ingest {
+                events,
+                reply,
+                span,
+            } => {
+                return self.serve_ingest(state, events, reply, span).await;
             }
             Command::Subscribe {
                 cursor,
