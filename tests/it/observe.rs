@@ -73,3 +73,49 @@ async fn metrics_hold_route_counts_latency_histograms_and_queue_depths() {
         "no raw paths as labels"
     );
 }
+
+/// Every metric the Grafana dashboard in docs/ reads is one the server
+/// records (named in the source as a metric), so the dashboard cannot drift.
+#[test]
+fn the_dashboard_reads_only_metrics_the_server_records() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dash: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{root}/docs/grafana/agent-projector.json")).unwrap(),
+    )
+    .expect("the dashboard is JSON");
+    let mut source = String::new();
+    let mut dirs = vec![std::path::PathBuf::from(format!("{root}/src"))];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                source.push_str(&std::fs::read_to_string(p).unwrap());
+            }
+        }
+    }
+    let mut names = Vec::new();
+    for panel in dash["panels"].as_array().unwrap() {
+        for t in panel["targets"].as_array().unwrap() {
+            let expr = t["expr"].as_str().unwrap();
+            let mut rest = expr;
+            while let Some(i) = rest.find("projector_") {
+                let name: String = rest[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                    .collect();
+                rest = &rest[i + name.len()..];
+                let base = name.trim_end_matches("_bucket").to_string();
+                names.push(base);
+            }
+        }
+    }
+    assert!(names.len() > 15, "{names:?}");
+    for n in names {
+        assert!(
+            source.contains(&format!("\"{n}\"")),
+            "the dashboard reads {n}, which the server does not record"
+        );
+    }
+}
