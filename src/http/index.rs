@@ -20,7 +20,7 @@ use utoipa::IntoParams;
 use super::auth::{Caller, Scope};
 use super::extract::{SessionId, Q};
 use super::limits::SubscriberSlot;
-use super::streams::{parse_cursor, ws_upgrade};
+use super::streams::{cursor_of, resume_point, ws_upgrade};
 use super::AppState;
 use crate::error::Problem;
 use crate::session::index::IndexEvent;
@@ -62,22 +62,10 @@ fn events(
     Problem,
 > {
     caller.require(Scope::Subscribe, None)?;
-    let header = headers
-        .get("last-event-id")
-        .map(|v| v.to_str().unwrap_or("\u{0}").trim().to_string())
-        .filter(|s| !s.is_empty());
-    let after = match header.or(q.cursor.filter(|s| !s.is_empty())) {
+    let after = match resume_point(headers, q.cursor.as_deref()) {
         None => None,
         Some(raw) => {
-            let (epoch, n) = parse_cursor(&raw).ok_or_else(|| {
-                Problem::bad_request(
-                    "invalid_cursor",
-                    format!(
-                        "cursor `{}` is neither `<epoch>:<cursor>` nor a non-negative integer",
-                        raw.escape_debug()
-                    ),
-                )
-            })?;
+            let (epoch, n) = cursor_of(&raw)?;
             Some((epoch.map(str::to_string), n))
         }
     };

@@ -20,7 +20,7 @@ use utoipa::IntoParams;
 
 use super::auth::{Caller, Scope};
 use super::extract::{valid_session_id, MAX_SESSION_ID, Q};
-use super::streams::{parse_cursor, ws_upgrade};
+use super::streams::{parse_cursor, resume_point, ws_upgrade};
 use super::AppState;
 use crate::error::Problem;
 use crate::stream::mux::{self, ws::Admit, ws::Refusal, Frames, Member, Positions};
@@ -121,11 +121,7 @@ fn start_at(piece: &str) -> Result<StartAt, Problem> {
 
 /// Each session's resume point from `Last-Event-ID` or `?cursor=`.
 fn positions(headers: &HeaderMap, q: &MuxQuery, n: usize) -> Result<Vec<StartAt>, Problem> {
-    let header = headers
-        .get("last-event-id")
-        .map(|v| v.to_str().unwrap_or("\u{0}").trim().to_string())
-        .filter(|s| !s.is_empty());
-    let Some(raw) = header.or(q.cursor.clone().filter(|s| !s.is_empty())) else {
+    let Some(raw) = resume_point(headers, q.cursor.as_deref()) else {
         return Ok(vec![StartAt::default(); n]);
     };
     let pieces: Vec<&str> = raw.split(',').collect();

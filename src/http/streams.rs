@@ -229,25 +229,36 @@ pub enum StreamFormat {
     Umo,
 }
 
-fn start(headers: &HeaderMap, q: StreamQuery) -> Result<StartAt, Problem> {
-    let header = headers
+/// Where a stream resumes as the client said it: the `Last-Event-ID`
+/// header (what an EventSource sends back), else `?cursor=`.
+pub(super) fn resume_point(headers: &HeaderMap, cursor: Option<&str>) -> Option<String> {
+    headers
         .get("last-event-id")
         .map(|v| v.to_str().unwrap_or("\u{0}").trim().to_string())
-        .filter(|s| !s.is_empty());
-    let raw = header.or(q.cursor.filter(|s| !s.is_empty()));
+        .filter(|s| !s.is_empty())
+        .or(cursor.filter(|s| !s.is_empty()).map(str::to_string))
+}
+
+/// `<epoch>:<cursor>` or a bare cursor, or 400 `invalid_cursor`.
+pub(super) fn cursor_of(s: &str) -> Result<(Option<&str>, u64), Problem> {
+    parse_cursor(s).ok_or_else(|| {
+        Problem::bad_request(
+            "invalid_cursor",
+            format!(
+                "cursor `{}` is neither `<epoch>:<cursor>` nor a non-negative integer",
+                s.escape_debug()
+            ),
+        )
+    })
+}
+
+fn start(headers: &HeaderMap, q: StreamQuery) -> Result<StartAt, Problem> {
+    let raw = resume_point(headers, q.cursor.as_deref());
     let mut epoch = q.epoch.filter(|e| !e.is_empty());
     let cursor = match raw {
         None => None,
         Some(s) => {
-            let (named, n) = parse_cursor(&s).ok_or_else(|| {
-                Problem::bad_request(
-                    "invalid_cursor",
-                    format!(
-                        "cursor `{}` is neither `<epoch>:<cursor>` nor a non-negative integer",
-                        s.escape_debug()
-                    ),
-                )
-            })?;
+            let (named, n) = cursor_of(&s)?;
             // The epoch inside the id is the one the client actually read.
             if named.is_some() {
                 epoch = named.map(str::to_string);
