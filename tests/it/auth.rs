@@ -640,3 +640,69 @@ async fn the_index_and_many_session_streams_show_only_the_tokens_sessions() {
     assert_eq!((st, p["code"].as_str()), (403, Some("session_not_allowed")));
     assert!(p["detail"].as_str().unwrap().contains("`theirs`"), "{p}");
 }
+
+#[tokio::test]
+async fn many_session_streams_end_with_a_reset_per_session_when_the_token_expires() {
+    use futures_util::StreamExt;
+    let srv = jwt_server().await;
+    let tok = Tok::hs("subscribe", &["a", "b"]).exp_in(2).jwt();
+    let r = srv
+        .http
+        .get(srv.url(&format!("/v1/streams?sessions=a,b&access_token={tok}")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let mut sse = crate::common::Sse::from_response(r);
+    let evs = sse.take(4).await;
+    let kinds: Vec<(String, String)> = evs
+        .iter()
+        .map(|e| {
+            (
+                e.event.clone(),
+                e.data["sessionId"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(kinds.iter().filter(|k| k.0 == "snapshot").count(), 2);
+    let resets: Vec<&String> = kinds
+        .iter()
+        .filter(|k| k.0 == "reset")
+        .map(|k| &k.1)
+        .collect();
+    assert_eq!(resets.len(), 2, "{kinds:?}");
+    assert!(evs
+        .iter()
+        .filter(|e| e.event == "reset")
+        .all(|e| e.data["reason"] == "token_expired"));
+    assert!(sse.ends().await, "and the stream ends");
+    // The WebSocket form: a reset per subscribed session, then close 1008.
+    let tok = Tok::hs("subscribe", &["a"]).exp_in(2).jwt();
+    let url = format!(
+        "ws://{}/v1/streams/ws?sessions=a&access_token={tok}",
+        srv.addr
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let mut texts = Vec::new();
+    let code = loop {
+        match tokio::time::timeout(crate::common::WAIT, ws.next())
+            .await
+            .unwrap()
+        {
+            Some(Ok(tokio_tungstenite::tungstenite::Message::Text(t))) => {
+                texts.push(serde_json::from_str::<Value>(&t).unwrap())
+            }
+            Some(Ok(tokio_tungstenite::tungstenite::Message::Close(c))) => {
+                break c.map(|c| u16::from(c.code))
+            }
+            Some(Ok(_)) => {}
+            other => panic!("socket ended without a close: {other:?}"),
+        }
+    };
+    assert_eq!(code, Some(1008));
+    let last = texts.last().unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["reason"].as_str()),
+        (Some("reset"), Some("token_expired"))
+    );
+}
