@@ -107,12 +107,25 @@ impl PartialEq for Born {
     }
 }
 
+/// One delivery in this many is timed: the histogram is per subscriber
+/// work, kept to a counter on the thread for the others.
+const DELIVERY_SAMPLE: u32 = 16;
+
 impl Born {
     /// Record the time from the frame's making to now as a delivery (a
-    /// frame handed to a subscriber's connection); nothing for frames that
-    /// were not live.
+    /// frame handed to a subscriber's connection), for one delivery in
+    /// [`DELIVERY_SAMPLE`]; nothing for frames that were not live.
     pub fn delivered(self) {
-        if let Some(at) = self.0 {
+        thread_local! {
+            static SEEN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+        }
+        let Some(at) = self.0 else { return };
+        let n = SEEN.with(|c| {
+            let n = c.get().wrapping_add(1);
+            c.set(n);
+            n
+        });
+        if n % DELIVERY_SAMPLE == 1 {
             metrics::histogram!("projector_delivery_seconds").record(at.elapsed());
         }
     }

@@ -107,6 +107,15 @@ pub fn metrics_handle() -> PrometheusHandle {
                 .expect("bucket lists are not empty")
                 .build_recorder();
             let handle = recorder.handle();
+            // Histogram samples wait in the recorder until drained: without
+            // a scrape they would grow without bound.
+            let upkeep = handle.clone();
+            let _ = std::thread::Builder::new()
+                .name("metrics-upkeep".into())
+                .spawn(move || loop {
+                    std::thread::sleep(std::time::Duration::from_secs(5));
+                    upkeep.run_upkeep();
+                });
             // Fails only if another recorder is installed; then ours just
             // renders nothing, which tests would notice.
             let _ = metrics::set_global_recorder(recorder);
