@@ -114,7 +114,7 @@ const DELIVERY_SAMPLE: u32 = 16;
 impl Born {
     /// Record the time from the frame's making to now as a delivery (a
     /// frame handed to a subscriber's connection), for one delivery in
-    /// [`DELIVERY_SAMPLE`]; nothing for frames that were not live.
+    /// `DELIVERY_SAMPLE` (16); nothing for frames that were not live.
     pub fn delivered(self) {
         thread_local! {
             static SEEN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
