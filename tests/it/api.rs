@@ -576,15 +576,7 @@ async fn metrics_health_cors_and_request_ids() {
     assert_eq!((status, r["status"].as_str()), (200, Some("ready")));
     srv.post("s", &text_tool_text()).await;
     srv.post("s", &json!({"type": "tool.started"})).await;
-    let text = srv
-        .http
-        .get(srv.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = srv.metrics().await;
     for name in [
         "projector_ingest_events_total",
         "projector_frames_total",

@@ -429,15 +429,7 @@ async fn limits_answer_with_problems() {
         r.json::<Value>().await.unwrap()["code"],
         "too_many_subscribers"
     );
-    let text = srv
-        .http
-        .get(srv.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = srv.metrics().await;
     assert!(text.contains("projector_limit_hits_total"));
 }
 

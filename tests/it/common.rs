@@ -84,6 +84,18 @@ impl TestServer {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// The Prometheus text of `/metrics`.
+    pub async fn metrics(&self) -> String {
+        let r = self
+            .http
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .expect("get");
+        assert_eq!(r.status(), 200, "GET /metrics");
+        r.text().await.expect("metrics text")
+    }
+
     pub async fn snapshot(&self, session: &str) -> Value {
         let (status, v) = self
             .get_json(&format!("/v1/sessions/{session}/snapshot"))

@@ -291,15 +291,7 @@ async fn decision_is_relayed_signed_and_the_action_stays_pending() {
     );
     assert_eq!(rt.seen().len(), 2);
 
-    let metrics = srv
-        .http
-        .get(srv.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = srv.metrics().await;
     assert!(
         metrics
             .lines()

@@ -32,15 +32,7 @@ async fn metrics_hold_route_counts_latency_histograms_and_queue_depths() {
     assert_eq!(replay.take(2).await[1].data["cursor"], 2);
     let (st, _) = srv.get_json("/v1/sessions/nope%20id/snapshot").await;
     assert_eq!(st, 400);
-    let text = srv
-        .http
-        .get(srv.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = srv.metrics().await;
     for name in [
         "projector_http_request_seconds",
         "projector_ingest_seconds",

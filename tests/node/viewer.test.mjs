@@ -16,6 +16,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { startServer, post, snapshot, plain, ROOT } from './lib/server.mjs';
 import { CHROMIUM, NO_CHROMIUM, launchChromium } from './lib/browser.mjs';
+import { workbench } from './lib/client.mjs';
 
 const SHOT = path.join(ROOT, 'target/viewer.png');
 const T = 15000; // upper bound for any single wait
@@ -402,17 +403,7 @@ test('viewer: team, queue, coding and context panels render from the snapshot an
   const s = `${sid}-workbench`;
   const at = { runId: 'r', turnId: 't' };
   // Half before the page opens (snapshot), half while it watches (deltas).
-  const first = await post(server.base, s, [
-    { id: 'w1', type: 'turn.submitted', ...at, payload: { text: 'Fix the build', attachments: [
-      { type: 'document', url: 'https://files.test/spec.pdf', mediaType: 'application/pdf' },
-      { type: 'business_object', objectType: 'campaign', objectId: '42', name: 'Q3 campaign' }] } },
-    { id: 'w2', type: 'team.changed', topology: 'coordinator_team', payload: { teamName: 'delivery', roster: [{ agentId: 'lead', role: 'coordinator' }] } },
-    { id: 'w3', type: 'task.created', taskId: 'task-1', payload: { assignee: 'researcher' }, title: 'Collect sources' },
-    { id: 'w4', type: 'subagent.started', subagentId: 'researcher', taskId: 'task-1', payload: { role: 'researcher', model: 'm-2' } },
-    { id: 'w5', type: 'file.changed', ...at, payload: { path: 'src/main.rs', changeKind: 'modified', diffRef: 'diff://1' } },
-    { id: 'w6', type: 'command.exited', ...at, toolCallId: 'cmd-1', payload: { command: 'cargo test', exitCode: 101, outputRef: 'out://1' } },
-    { id: 'w7', type: 'context.changed', payload: { contextRefs: ['doc://spec'], budget: { usedTokens: 700, maxTokens: 1000 }, missing: ['doc://secret'] } },
-  ]);
+  const first = await post(server.base, s, workbench(at).slice(0, 7));
   const page = await browser.newPage();
   const problems = [];
   page.on('console', (m) => { if (m.type() === 'error') problems.push(m.text()); });
@@ -421,15 +412,7 @@ test('viewer: team, queue, coding and context panels render from the snapshot an
     await page.goto(`${proxy.base}/?session=${encodeURIComponent(s)}`);
     await page.waitForFunction((c) => window.__viewer?.lastCursor === c, first.cursor, { timeout: T });
     const live = await post(server.base, s, [
-      { id: 'w8', type: 'handoff.requested', payload: { handoffId: 'h1', from: 'lead', to: 'researcher', reason: 'needs sources' } },
-      { id: 'w9', type: 'review.verdict', reviewId: 'rv1', evidenceId: 'ev1', payload: { verdict: 'passed' } },
-      { id: 'w10', type: 'worker.notification', subagentId: 'researcher', taskId: 'task-1', payload: { role: 'user', summary: '3 sources found' } },
-      { id: 'w11', type: 'queue.changed', payload: { queuedTurns: [{ turnId: 't2', text: 'next question' }], steer: { id: 's1', text: 'use v2' } } },
-      { id: 'w12', type: 'patch.failed', ...at, payload: { patchId: 'p1', path: 'src/lib.rs', failureCategory: 'conflict' } },
-      { id: 'w13', type: 'test.completed', ...at, toolCallId: 'tr-1', payload: { suite: 'unit', result: 'failed', passed: 3, failed: 1 } },
-      { id: 'w14', type: 'sandbox.blocked', ...at, payload: { reasonCode: 'network_disabled' } },
-      { id: 'w15', type: 'context.compaction.started', payload: { compactionId: 'k1' } },
-      { id: 'w16', type: 'context.compaction.completed', payload: { compactionId: 'k1', summary: 'kept 3 facts' } },
+      ...workbench(at).slice(7, 16),
       { id: 'w17', type: 'plan.delta', ...at, payload: { delta: '1. reproduce' } },
     ]);
     await page.waitForFunction((c) => window.__viewer.lastCursor === c, live.cursor, { timeout: T });
