@@ -227,6 +227,12 @@ pub struct StreamConfig {
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     pub cors_allowed_origins: Vec<String>,
+    /// Gzip responses for clients that accept it: one-shot bodies, and
+    /// event streams flushed per write.
+    pub compression: bool,
+    /// Most event streams compressed at once (each busy one holds a deflate
+    /// state of about 270 KiB); past it, streams go out uncompressed.
+    pub compressed_streams_max: usize,
 }
 
 /// `[controls]`: the relay of decisions and run controls to runtimes.

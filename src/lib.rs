@@ -198,6 +198,7 @@ pub async fn serve(
         metrics: metrics_handle(),
         relay,
         gateway,
+        compressed_streams: Default::default(),
     };
     let app = http::router(state);
     let addr = listener.local_addr()?;

@@ -6,6 +6,7 @@
 pub mod ag_ui_gateway;
 pub mod auth;
 pub mod chat;
+mod compress;
 pub mod controls;
 mod extract;
 pub mod index;
@@ -28,6 +29,8 @@ use axum::http::{HeaderName, HeaderValue, Method, Request};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
+use tower_http::compression::predicate::{DefaultPredicate, Predicate};
+use tower_http::compression::CompressionLayer;
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
@@ -51,6 +54,8 @@ pub struct AppState {
     pub relay: crate::control::Relay,
     /// The AI SDK chat gateway (`POST /v1/chat`).
     pub gateway: chat::SharedGateway,
+    /// Event streams being gzipped now (`http.compressed_streams_max`).
+    pub compressed_streams: compress::StreamBudget,
 }
 
 impl AppState {
@@ -97,6 +102,15 @@ pub fn router(state: AppState) -> Router {
             )
         })
         .layer(axum::middleware::map_response(problem_for_plain_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            compress::event_streams,
+        ))
+        .layer(
+            CompressionLayer::new()
+                .gzip(true)
+                .compress_when(DefaultPredicate::new().and(Enabled(state.cfg.http.compression))),
+        )
         .layer(axum::middleware::from_fn(observe::record))
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
@@ -121,6 +135,16 @@ pub fn router(state: AppState) -> Router {
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .layer(cors)
         .with_state(state)
+}
+
+/// Compression predicate: on or off by `http.compression`.
+#[derive(Clone, Copy)]
+struct Enabled(bool);
+
+impl Predicate for Enabled {
+    fn should_compress<B: axum::body::HttpBody>(&self, _: &axum::http::Response<B>) -> bool {
+        self.0
+    }
 }
 
 /// Every error the server writes is problem+json: an error response of

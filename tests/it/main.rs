@@ -7,6 +7,7 @@ mod auth;
 mod chat;
 mod cli;
 mod common;
+mod compress;
 mod conformance;
 mod controls;
 mod crash;

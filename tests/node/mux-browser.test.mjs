@@ -5,6 +5,7 @@
 // by a TCP proxy; the client reconnects by itself with the Last-Event-ID it
 // kept, whose per-session positions resume every session from its own
 // cursor: each session gets every frame exactly once, and its text whole.
+// Chromium asks for gzip, so its stream (and the cut) is compressed.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -22,18 +23,27 @@ async function proxy(port) {
   let armed = false;
   let connections = 0;
   let cuts = 0;
+  let gzipStreams = 0;
   const server = net.createServer((client) => {
     connections++;
     const upstream = net.connect(port, '127.0.0.1');
-    const pair = { client, upstream };
+    const pair = { client, upstream, stream: false };
     pairs.add(pair);
     const drop = () => { pairs.delete(pair); client.destroy(); upstream.destroy(); };
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
     client.pipe(upstream);
     upstream.on('data', (buf) => {
-      // A stream's frames, not a page load: cut halfway through them.
-      if (armed && buf.includes('data: {"sessionId"') && buf.length > 8) {
+      // A stream's frames, not a page load: cut halfway through them. (The
+      // browser asks for gzip, so the frames themselves may be compressed;
+      // the response head says which connection is a stream.)
+      if (buf.includes('text/event-stream')) {
+        pair.stream = true;
+        if (/content-encoding: gzip/i.test(buf.toString('latin1'))) gzipStreams++;
+        client.write(buf);
+        return;
+      }
+      if (armed && pair.stream && buf.length > 8) {
         armed = false;
         cuts++;
         client.write(buf.subarray(0, Math.floor(buf.length / 2)), () => drop());
@@ -48,6 +58,7 @@ async function proxy(port) {
     base: `http://127.0.0.1:${server.address().port}`,
     armCut: () => { armed = true; },
     get cuts() { return cuts; },
+    get gzipStreams() { return gzipStreams; },
     get connections() { return connections; },
     close: () => { for (const p of pairs) { p.client.destroy(); p.upstream.destroy(); } server.close(); },
   };
@@ -127,6 +138,8 @@ test('Chromium EventSource: 20 sessions on one HTTP/1.1 connection, cut mid-fram
     }, [SESSIONS, tally.toString()]);
     await page.waitForFunction((n) => Object.values(window.__t.bySession).filter((s) => s.snapshots).length === n, N, { timeout: 20000 });
     // Cut the stream halfway through a write while every session moves on.
+    // Chromium asks for gzip: the frames it reads (and the cut) are compressed.
+    assert.ok(px.gzipStreams >= 1, 'the stream was gzipped');
     px.armCut();
     const cutsBefore = px.cuts;
     await feedAll(srv.base, seeded, 6);
