@@ -22,6 +22,8 @@
 //!   message streams are views over it.
 //! - [`http`]: routers per resource, extractors, limits, operations and the
 //!   OpenAPI document ([`openapi`], generated from the handlers).
+//! - `serve`: the HTTP/1.1 server: event-stream connections served on their
+//!   own (no HTTP buffers while idle), every other connection by hyper.
 //! - [`error`]: `Problem`, the problem+json error type.
 //!
 //! Dependencies point one way: http -> session -> projection/store; event
@@ -38,6 +40,7 @@ pub mod frame;
 pub mod http;
 pub use http::openapi;
 pub mod projection;
+mod serve;
 pub mod session;
 pub mod store;
 pub mod stream;
@@ -203,64 +206,12 @@ pub async fn serve(
     let app = http::router(state);
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "agent-projector listening on http://{addr}");
-    serve_http1(listener, app, shutdown.clone()).await;
+    serve::http1(listener, app, shutdown.clone()).await;
     // Streams have ended and requests finished; let the actors finish too,
     // so that the store is released (and its writer flushed) on return.
     registry.wait_stopped().await;
     tracing::info!("agent-projector stopped");
     Ok(())
-}
-
-/// Accept connections and serve them with HTTP/1.1 (plus upgrades, for
-/// WebSocket) until `shutdown`; then wait for open connections to finish
-/// (streams end on the same signal). An HTTP/1-only connection task is a
-/// fraction of the size of one that can also speak HTTP/2, which matters
-/// with tens of thousands of idle streams; TLS and HTTP/2 belong to the
-/// proxy in front.
-async fn serve_http1(listener: TcpListener, app: axum::Router, shutdown: CancellationToken) {
-    use hyper_util::rt::{TokioIo, TokioTimer};
-    use hyper_util::service::TowerToHyperService;
-
-    let connections = tokio_util::task::TaskTracker::new();
-    let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30))
-        .max_buf_size(8192)
-        .writev(true);
-    loop {
-        let (stream, _peer) = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    // Out of file descriptors and the like: back off, keep serving.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
-        let conn = http
-            .serve_connection(TokioIo::new(stream), service)
-            .with_upgrades();
-        let stop = shutdown.clone();
-        connections.spawn(async move {
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stop.cancelled() => {
-                    // Finish the request in flight, then close (no keep-alive).
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
-            }
-        });
-    }
-    drop(listener);
-    connections.close();
-    connections.wait().await;
 }
 
 /// The retention sweep: every `every`, delete sessions idle for `max_age_ms`.

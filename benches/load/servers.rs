@@ -80,7 +80,11 @@ pub fn projector_with(
     extra_args: &[&str],
     extra_env: &[(&str, &str)],
 ) -> Server {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-projector"));
+    // `LOAD_PROJECTOR_BIN` runs another build (e.g. a copy of the binary
+    // before a change) in place of this one.
+    let bin = std::env::var("LOAD_PROJECTOR_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_agent-projector").to_string());
+    let mut cmd = Command::new(bin);
     cmd.args(["--listen", "127.0.0.1:0", "--store", store, "--data-dir"])
         .arg(data_dir)
         .args(extra_args)

@@ -2,6 +2,8 @@
 //! coalescing frames that are ready together into one write, with comment
 //! heartbeats when idle. Ends on shutdown.
 
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -26,21 +28,55 @@ pub fn response(
     heartbeat: Duration,
     shutdown: CancellationToken,
 ) -> Response {
-    let batches = Box::pin(frames.ready_chunks(COALESCE).map(|batch| {
-        // The oldest frame of the batch stands for it.
-        batch[0].born.delivered();
-        if batch.len() == 1 {
-            batch[0].sse.clone()
-        } else {
-            let len = batch.iter().map(|f| f.sse.len()).sum();
-            let mut buf = BytesMut::with_capacity(len);
-            for f in &batch {
-                buf.extend_from_slice(&f.sse);
-            }
-            buf.freeze()
-        }
-    }));
+    let batches = Coalesce {
+        frames: Box::pin(frames),
+        ended: false,
+    };
     bytes_response(batches, heartbeat, shutdown)
+}
+
+/// The SSE bytes of every frame ready now (up to [`COALESCE`]) as one item:
+/// a lone frame's shared bytes as they are, several copied into one buffer.
+struct Coalesce {
+    frames: Pin<Box<dyn Stream<Item = SharedFrame> + Send>>,
+    /// The frames ended while a batch was taken (never poll them again).
+    ended: bool,
+}
+
+impl Stream for Coalesce {
+    type Item = Bytes;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        let Some(first) = ready!(self.frames.as_mut().poll_next(cx)) else {
+            return Poll::Ready(None);
+        };
+        // The oldest frame of the batch stands for it.
+        first.born.delivered();
+        let mut buf: Option<BytesMut> = None;
+        for _ in 1..COALESCE {
+            match self.frames.as_mut().poll_next(cx) {
+                Poll::Ready(Some(f)) => buf
+                    .get_or_insert_with(|| {
+                        let mut b = BytesMut::with_capacity(first.sse.len() * 4);
+                        b.extend_from_slice(&first.sse);
+                        b
+                    })
+                    .extend_from_slice(&f.sse),
+                Poll::Ready(None) => {
+                    self.ended = true;
+                    break;
+                }
+                Poll::Pending => break,
+            }
+        }
+        Poll::Ready(Some(match buf {
+            Some(b) => b.freeze(),
+            None => first.sse.clone(),
+        }))
+    }
 }
 
 /// An SSE response over events already encoded (several may be in one
@@ -93,7 +129,9 @@ where
 {
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let stop = Box::pin(shutdown.cancelled_owned());
+    // A child token of the connection's own: polled at every item, and a
+    // token shared by every stream would make its waiter list one lock.
+    let stop = Box::pin(shutdown.child_token().cancelled_owned());
     futures_util::stream::unfold(
         (items, tick, stop),
         move |(mut items, mut tick, mut stop)| async move {
@@ -114,5 +152,48 @@ pub(crate) struct SubscriberGauge(pub &'static str);
 impl Drop for SubscriberGauge {
     fn drop(&mut self) {
         metrics::gauge!("projector_subscribers", "transport" => self.0).decrement(1.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use futures_util::StreamExt;
+
+    use super::*;
+    use crate::frame;
+
+    fn frames(n: usize) -> Vec<SharedFrame> {
+        (0..n)
+            .map(|k| Arc::new(frame::reset(&format!("r{k}"))))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn ready_frames_go_out_as_one_write_and_a_lone_one_is_shared() {
+        let fs = frames(3);
+        let expected: Vec<u8> = fs.iter().flat_map(|f| f.sse.to_vec()).collect();
+        // `unfold`, like the subscriber's stream, panics if polled after its end.
+        let src = futures_util::stream::unfold(fs.clone().into_iter(), |mut it| async move {
+            it.next().map(|f| (f, it))
+        });
+        let mut c = Coalesce {
+            frames: Box::pin(src),
+            ended: false,
+        };
+        assert_eq!(c.next().await.unwrap(), expected);
+        assert!(c.next().await.is_none());
+        assert!(c.next().await.is_none());
+
+        let lone = frames(1);
+        let mut c = Coalesce {
+            frames: Box::pin(
+                futures_util::stream::iter(lone.clone()).chain(futures_util::stream::pending()),
+            ),
+            ended: false,
+        };
+        let b = c.next().await.unwrap();
+        assert_eq!(b.as_ptr(), lone[0].sse.as_ptr(), "no copy of a lone frame");
     }
 }

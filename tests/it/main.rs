@@ -22,4 +22,5 @@ mod mux;
 mod observe;
 mod packaging;
 mod redis;
+mod serve;
 mod traces;

@@ -1,0 +1,126 @@
+//! Serving one event-stream request on a connection of its own, without
+//! hyper: the router answers it as it would through hyper, then its head is
+//! written once and its body chunk by chunk, each as one vectored write,
+//! and the connection closes when the body ends. While the stream is idle
+//! the connection holds no read or write buffer (hyper keeps 8 KiB of each
+//! for a connection's life), only the socket and the body.
+
+use std::io::{self, IoSlice, Write as _};
+
+use axum::body::{Body, HttpBody};
+use axum::http::{header, Request, Response, StatusCode, Version};
+use axum::Router;
+use futures_util::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tower::ServiceExt;
+
+/// Answer `req` on `io` and close.
+pub async fn serve(mut io: TcpStream, req: Request<Body>, app: Router) {
+    let http10 = req.version() == Version::HTTP_10;
+    let Ok(resp) = app.oneshot(req).await;
+    let _ = respond(&mut io, resp, http10).await;
+    let _ = io.shutdown().await;
+}
+
+async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::Result<()> {
+    let (parts, body) = resp.into_parts();
+    let status = parts.status;
+    let no_body = status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let exact = body.size_hint().exact();
+    let chunked = !no_body && exact.is_none() && !http10;
+    let mut head = Vec::with_capacity(512);
+    write!(
+        head,
+        "HTTP/1.1 {} {}\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    )?;
+    for (name, value) in &parts.headers {
+        if name == header::CONNECTION || name == header::TRANSFER_ENCODING {
+            continue;
+        }
+        head.extend_from_slice(name.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    if !parts.headers.contains_key(header::DATE) {
+        write!(
+            head,
+            "date: {}\r\n",
+            httpdate::fmt_http_date(std::time::SystemTime::now())
+        )?;
+    }
+    if let (Some(n), false) = (exact, parts.headers.contains_key(header::CONTENT_LENGTH)) {
+        if !no_body {
+            write!(head, "content-length: {n}\r\n")?;
+        }
+    }
+    if chunked {
+        head.extend_from_slice(b"transfer-encoding: chunked\r\n");
+    }
+    head.extend_from_slice(b"connection: close\r\n\r\n");
+    io.write_all(&head).await?;
+    drop(head);
+    drop(parts);
+    if no_body {
+        return Ok(());
+    }
+    let mut data = body.into_data_stream();
+    loop {
+        tokio::select! {
+            next = data.next() => match next {
+                Some(Ok(bytes)) if bytes.is_empty() => {}
+                Some(Ok(bytes)) if chunked => {
+                    let mut size = [0u8; 20];
+                    let n = {
+                        let mut w = &mut size[..];
+                        write!(w, "{:x}\r\n", bytes.len())?;
+                        20 - w.len()
+                    };
+                    write_all(io, &mut [
+                        IoSlice::new(&size[..n]),
+                        IoSlice::new(&bytes),
+                        IoSlice::new(b"\r\n"),
+                    ]).await?;
+                }
+                Some(Ok(bytes)) => io.write_all(&bytes).await?,
+                // A failed body ends the connection without its last
+                // chunk, so the client sees it was cut.
+                Some(Err(e)) => return Err(io::Error::other(e)),
+                None => break,
+            },
+            // Woken only by the client: it closed (or sent bytes, which a
+            // connection that closes after this response ignores).
+            ready = io.readable() => {
+                ready?;
+                let mut scratch = [0u8; 64];
+                match io.try_read(&mut scratch) {
+                    Ok(0) => return Ok(()),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    if chunked {
+        io.write_all(b"0\r\n\r\n").await?;
+    }
+    Ok(())
+}
+
+/// Write every byte of `bufs`, in as few `writev`s as the socket takes.
+async fn write_all(io: &mut TcpStream, mut bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
+    while !bufs.is_empty() {
+        let n = io.write_vectored(bufs).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut bufs, n);
+    }
+    Ok(())
+}
