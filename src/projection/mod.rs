@@ -56,7 +56,7 @@ mod tests_taxonomy;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{classes, taxonomy, Fact};
-pub use chunk::{Chunk, ChunkOut, FinishReason, Origin};
+pub use chunk::{Chunk, ChunkOut, FinishReason, Origin, RawJson};
 pub use public_state::PublicState;
 use reducer::{Bookkeeping, Reducer};
 pub use ui_message::{Message, Part, Role, ToolState};

@@ -396,6 +396,7 @@ impl Message {
                     None => self.parts.push(part),
                 }
             }
+            Chunk::Surface { .. } => return Err(err("a session surface chunk is in no message")),
         }
         Ok(())
     }
