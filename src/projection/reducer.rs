@@ -62,7 +62,12 @@ pub struct Reducer<'a> {
 
 /// A non-empty string.
 pub fn nonempty(s: Option<&str>) -> Option<String> {
-    s.filter(|s| !s.trim().is_empty()).map(str::to_string)
+    nonblank(s).map(str::to_string)
+}
+
+/// A non-empty string, borrowed.
+pub fn nonblank(s: Option<&str>) -> Option<&str> {
+    s.filter(|s| !s.trim().is_empty())
 }
 
 /// At most `max` characters of `s` (on a char boundary), with `…` when cut.
@@ -170,14 +175,24 @@ impl<'a> Reducer<'a> {
 
     /// `ids.turnId | ids.runId`.
     pub fn turn(&self) -> Option<String> {
-        nonempty(self.fact.ids.turn_id.as_deref())
-            .or_else(|| nonempty(self.fact.ids.run_id.as_deref()))
+        self.turn_str().map(str::to_string)
+    }
+
+    /// `ids.turnId | ids.runId`, borrowed from the fact.
+    pub fn turn_str(&self) -> Option<&'a str> {
+        let ids = &self.fact.ids;
+        nonblank(ids.turn_id.as_deref()).or_else(|| nonblank(ids.run_id.as_deref()))
     }
 
     /// `ids.agentId | ids.subagentId`.
     pub fn agent(&self) -> Option<String> {
-        nonempty(self.fact.ids.agent_id.as_deref())
-            .or_else(|| nonempty(self.fact.ids.subagent_id.as_deref()))
+        self.agent_str().map(str::to_string)
+    }
+
+    /// `ids.agentId | ids.subagentId`, borrowed from the fact.
+    pub fn agent_str(&self) -> Option<&'a str> {
+        let ids = &self.fact.ids;
+        nonblank(ids.agent_id.as_deref()).or_else(|| nonblank(ids.subagent_id.as_deref()))
     }
 
     /// The verifier's turn key.
