@@ -302,7 +302,7 @@ pub fn delta(
         }
         buf.extend_from_slice(b",\"chunk\":");
         let s = buf.len();
-        put(&mut buf, &c.chunk);
+        c.chunk.write_json(&mut buf);
         spans.push(ChunkSpan {
             message_id: c.message_id.as_deref().map(Arc::from),
             range: s - start..buf.len() - start,

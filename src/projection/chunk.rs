@@ -4,8 +4,11 @@
 //! (strict objects: no extra keys). A `data-*` chunk serialises its type as
 //! `data-<name>`.
 
+use std::cell::RefCell;
+
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 /// AI SDK finish reasons accepted by the `finish` chunk.
@@ -118,6 +121,54 @@ pub enum Chunk {
         data: Value,
         transient: bool,
     },
+    /// The `data-<name>` chunk of a session surface entry (`data-tools`,
+    /// `data-runtime`, ...), its data written straight to JSON text rather
+    /// than built as a `Value`: it encodes exactly as the `Data` chunk of the
+    /// same name, id and data would. It belongs to no message.
+    Surface {
+        name: &'static str,
+        id: String,
+        data: RawJson,
+    },
+}
+
+/// JSON text that serialises as itself: a chunk's `data`, already encoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawJson(Box<str>);
+
+impl RawJson {
+    /// `value` encoded as JSON; `null` if it cannot be (what
+    /// `serde_json::to_value(..).unwrap_or(Value::Null)` gives).
+    pub fn of<T: Serialize + ?Sized>(value: &T) -> Self {
+        Self::try_of(value).unwrap_or_else(|| RawJson("null".into()))
+    }
+
+    /// `value` encoded as JSON, `None` if it cannot be. Written into a
+    /// reused buffer, then copied once into a string of the exact size.
+    pub fn try_of<T: Serialize + ?Sized>(value: &T) -> Option<Self> {
+        thread_local!(static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) });
+        let encode = |buf: &mut Vec<u8>| {
+            buf.clear();
+            serde_json::to_writer(&mut *buf, value).ok()?;
+            std::str::from_utf8(buf).ok().map(|s| RawJson(s.into()))
+        };
+        BUF.with(|b| match b.try_borrow_mut() {
+            Ok(mut buf) => encode(&mut buf),
+            Err(_) => encode(&mut Vec::new()),
+        })
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Serialize for RawJson {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let raw: &RawValue = serde_json::from_str(&self.0).map_err(serde::ser::Error::custom)?;
+        raw.serialize(s)
+    }
 }
 
 impl Chunk {
@@ -173,6 +224,24 @@ impl Chunk {
             Chunk::File { .. } => Borrowed("file"),
             Chunk::MessageMetadata { .. } => Borrowed("message-metadata"),
             Chunk::Data { name, .. } => std::borrow::Cow::Owned(format!("data-{name}")),
+            Chunk::Surface { name, .. } => std::borrow::Cow::Owned(format!("data-{name}")),
+        }
+    }
+
+    /// Append the chunk's JSON to `buf`: the bytes `serde_json` writes for
+    /// it, with a surface entry's data copied as it is.
+    pub fn write_json(&self, buf: &mut Vec<u8>) {
+        match self {
+            Chunk::Surface { id, data, .. } => {
+                buf.extend_from_slice(b"{\"type\":");
+                json_to(buf, &self.type_name());
+                buf.extend_from_slice(b",\"id\":");
+                json_to(buf, id);
+                buf.extend_from_slice(b",\"data\":");
+                buf.extend_from_slice(data.get().as_bytes());
+                buf.push(b'}');
+            }
+            _ => json_to(buf, self),
         }
     }
 
@@ -185,6 +254,11 @@ impl Chunk {
             transient: false,
         }
     }
+}
+
+/// Append `v` as JSON (chunks and their fields always serialise).
+fn json_to<T: Serialize + ?Sized>(buf: &mut Vec<u8>, v: &T) {
+    serde_json::to_writer(buf, v).expect("chunks serialise");
 }
 
 impl Serialize for Chunk {
@@ -329,6 +403,10 @@ impl Serialize for Chunk {
                     m.serialize_entry("transient", &true)?;
                 }
             }
+            Chunk::Surface { id, data, .. } => {
+                m.serialize_entry("id", id)?;
+                m.serialize_entry("data", data)?;
+            }
         }
         m.end()
     }
@@ -392,5 +470,106 @@ mod tests {
             serde_json::to_value(&f).unwrap(),
             json!({"type":"finish","finishReason":"content-filter"})
         );
+    }
+
+    /// Encode `entry` both ways: as the `Data` chunk of its `Value` (what
+    /// the reducer built before) and as a `Surface` chunk; the bytes agree.
+    fn same_bytes<T: Serialize>(name: &'static str, id: &str, entry: &T) {
+        let old = Chunk::data(name, id, serde_json::to_value(entry).unwrap());
+        let new = Chunk::Surface {
+            name,
+            id: id.into(),
+            data: RawJson::of(entry),
+        };
+        let want = String::from_utf8(serde_json::to_vec(&old).unwrap()).unwrap();
+        let mut buf = Vec::new();
+        new.write_json(&mut buf);
+        assert_eq!(String::from_utf8(buf).unwrap(), want, "write_json");
+        let generic = String::from_utf8(serde_json::to_vec(&new).unwrap()).unwrap();
+        assert_eq!(generic, want, "Serialize");
+        assert_eq!(new.type_name(), old.type_name());
+    }
+
+    #[test]
+    fn surface_chunks_encode_as_value_data_chunks() {
+        use crate::projection::public_state::*;
+        let odd = "é \"q\" \\ \u{1}\u{2028}\t😀</script>";
+        same_bytes("runtime", "runtime", &Runtime::default());
+        let runtime = Runtime {
+            status: "waiting".into(),
+            run_id: Some(odd.into()),
+            phase: Some("acting".into()),
+            retryable: Some(false),
+            stale: true,
+            pending_actions: usize::MAX,
+            updated_at: Some("2026-01-01T00:00:00Z".into()),
+            ..Runtime::default()
+        };
+        same_bytes("runtime", "runtime", &runtime);
+        let tool = ToolEntry {
+            tool_call_id: odd.into(),
+            tool_name: "grep".into(),
+            status: "failed".into(),
+            message_id: Some("msg-1".into()),
+            title: None,
+            input_summary: Some("{\"q\":\"x\"}".into()),
+            progress: Some(
+                json!({"z": 0.1, "a": [1e300, -0.0, 5e-324, u64::MAX, i64::MIN], "m": {"b": null, "a": true}}),
+            ),
+            output_refs: vec!["o1".into(), odd.into()],
+            error_text: Some(odd.into()),
+            failure_category: Some("timeout".into()),
+            started_cursor: 1,
+            updated_cursor: u64::MAX,
+            kind: Some("tool".into()),
+            exit_code: Some(-1),
+        };
+        same_bytes("tools", odd, &tool);
+        let action = ActionEntry {
+            action_id: "a1".into(),
+            status: "pending".into(),
+            action_type: Some("approval".into()),
+            title: Some(odd.into()),
+            decision: None,
+            tool_call_id: Some("t1".into()),
+            requested_by: None,
+            message_id: Some("msg-1".into()),
+            requested_cursor: Some(3),
+            resolved_cursor: None,
+            request: ActionRequest {
+                question: Some(odd.into()),
+                options: Some(json!(["yes", {"label": "no", "value": 2.5}])),
+                schema: Some(json!({"type": "object", "properties": {"b": {}, "a": {}}})),
+                credential: Some(json!({"name": "gh", "kind": "token"})),
+                plan: Some(json!(odd)),
+                ..ActionRequest::default()
+            },
+        };
+        same_bytes("actions", "a1", &action);
+        let artifact = ArtifactEntry {
+            artifact_id: "f1".into(),
+            title: Some("a.md".into()),
+            kind: None,
+            status: Some("changed".into()),
+            version_id: None,
+            path: Some(odd.into()),
+            refs: vec![],
+            message_id: None,
+            updated_cursor: 7,
+        };
+        same_bytes("artifacts", "f1", &artifact);
+        let diagnostic = Diagnostic {
+            id: "d1-1".into(),
+            code: "sequence_gap".into(),
+            severity: Severity::Warning,
+            class: "text.delta".into(),
+            event_id: odd.into(),
+            cursor: 9,
+            message: odd.into(),
+            tool_call_id: None,
+        };
+        same_bytes("diagnostics", "d1-1", &diagnostic);
+        same_bytes("queue", "queue", &json!({"items": [odd, 1, null]}));
+        same_bytes("team", "roster", &vec![odd.to_string()]);
     }
 }

@@ -53,10 +53,12 @@ mod tests_surfaces;
 #[cfg(test)]
 mod tests_taxonomy;
 
+use std::cell::Cell;
+
 use serde::{Deserialize, Serialize};
 
 use crate::event::{classes, taxonomy, Fact};
-pub use chunk::{Chunk, ChunkOut, FinishReason, Origin};
+pub use chunk::{Chunk, ChunkOut, FinishReason, Origin, RawJson};
 pub use public_state::PublicState;
 use reducer::{Bookkeeping, Reducer};
 pub use ui_message::{Message, Part, Role, ToolState};
@@ -149,13 +151,19 @@ impl Projection {
     /// any fact (problems become diagnostics and findings).
     pub fn apply(&mut self, cfg: &ProjectionConfig, cursor: u64, fact: &Fact) -> Applied {
         self.cursor = cursor;
-        let before = self.state.runtime.clone();
+        // The runtime as it was, to tell whether the fact changed it: copied
+        // into a kept buffer (`clone_from` reuses its strings), not cloned.
+        thread_local!(static BEFORE: Cell<Option<public_state::Runtime>> = const { Cell::new(None) });
+        let mut before = BEFORE.take().unwrap_or_default();
+        before.clone_from(&self.state.runtime);
         let mut cx = Reducer::new(&mut self.state, &mut self.internal, cfg, cursor, fact);
         cx.timeline();
         cx.check_sequence();
         cx.adopt_topology();
         dispatch(&mut cx);
-        cx.finish(&before)
+        let applied = cx.finish(&before);
+        BEFORE.set(Some(before));
+        applied
     }
 
     /// The public snapshot state (`snapshot.state`).

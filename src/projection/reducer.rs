@@ -8,7 +8,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::chunk::{Chunk, ChunkOut, Origin};
+use super::chunk::{Chunk, ChunkOut, Origin, RawJson};
 use super::public_state::{Diagnostic, PublicState, Runtime, Severity, TimelineEntry};
 use super::sequence::Sequencer;
 use super::{Applied, Finding, ProjectionConfig};
@@ -62,7 +62,12 @@ pub struct Reducer<'a> {
 
 /// A non-empty string.
 pub fn nonempty(s: Option<&str>) -> Option<String> {
-    s.filter(|s| !s.trim().is_empty()).map(str::to_string)
+    nonblank(s).map(str::to_string)
+}
+
+/// A non-empty string, borrowed.
+pub fn nonblank(s: Option<&str>) -> Option<&str> {
+    s.filter(|s| !s.trim().is_empty())
 }
 
 /// At most `max` characters of `s` (on a char boundary), with `…` when cut.
@@ -170,14 +175,24 @@ impl<'a> Reducer<'a> {
 
     /// `ids.turnId | ids.runId`.
     pub fn turn(&self) -> Option<String> {
-        nonempty(self.fact.ids.turn_id.as_deref())
-            .or_else(|| nonempty(self.fact.ids.run_id.as_deref()))
+        self.turn_str().map(str::to_string)
+    }
+
+    /// `ids.turnId | ids.runId`, borrowed from the fact.
+    pub fn turn_str(&self) -> Option<&'a str> {
+        let ids = &self.fact.ids;
+        nonblank(ids.turn_id.as_deref()).or_else(|| nonblank(ids.run_id.as_deref()))
     }
 
     /// `ids.agentId | ids.subagentId`.
     pub fn agent(&self) -> Option<String> {
-        nonempty(self.fact.ids.agent_id.as_deref())
-            .or_else(|| nonempty(self.fact.ids.subagent_id.as_deref()))
+        self.agent_str().map(str::to_string)
+    }
+
+    /// `ids.agentId | ids.subagentId`, borrowed from the fact.
+    pub fn agent_str(&self) -> Option<&'a str> {
+        let ids = &self.fact.ids;
+        nonblank(ids.agent_id.as_deref()).or_else(|| nonblank(ids.subagent_id.as_deref()))
     }
 
     /// The verifier's turn key.
@@ -329,12 +344,16 @@ impl<'a> Reducer<'a> {
                 .count();
         }
         for (surface, id) in std::mem::take(&mut self.touched) {
-            if let Some(v) = self.surface_value(surface, &id) {
+            if let Some(data) = self.surface_json(surface, &id) {
                 self.out.chunks.push(ChunkOut {
                     message_id: None,
                     role: None,
                     origin: None,
-                    chunk: Chunk::data(surface, id, v),
+                    chunk: Chunk::Surface {
+                        name: surface,
+                        id,
+                        data,
+                    },
                 });
             }
         }
@@ -342,12 +361,15 @@ impl<'a> Reducer<'a> {
             if self.fact.timestamp.is_some() {
                 self.state.runtime.updated_at = self.fact.timestamp.clone();
             }
-            let v = serde_json::to_value(&self.state.runtime).unwrap_or(Value::Null);
             self.out.chunks.push(ChunkOut {
                 message_id: None,
                 role: None,
                 origin: None,
-                chunk: Chunk::data("runtime", "runtime", v),
+                chunk: Chunk::Surface {
+                    name: "runtime",
+                    id: "runtime".into(),
+                    data: RawJson::of(&self.state.runtime),
+                },
             });
         }
         self.out
@@ -389,8 +411,9 @@ impl<'a> Reducer<'a> {
         bound_map(&mut self.books.current, max);
     }
 
-    /// The current JSON of a touched surface entry (None if it was dropped).
-    fn surface_value(&self, surface: &str, id: &str) -> Option<Value> {
+    /// The current JSON of a touched surface entry (None if it was dropped),
+    /// written straight from the entry (no `Value` in between).
+    fn surface_json(&self, surface: &str, id: &str) -> Option<RawJson> {
         let st = &*self.state;
         let j = |v: Option<&dyn erased::Ser>| v.map(|v| v.to_json());
         match surface {
@@ -401,16 +424,16 @@ impl<'a> Reducer<'a> {
             "tasks" => j(st.tasks.get(id).map(|v| v as _)),
             "agents" => j(st.agents.get(id).map(|v| v as _)),
             "diagnostics" => j(st.diagnostics.iter().find(|d| d.id == id).map(|v| v as _)),
-            "queue" => Some(st.queue.clone()),
-            "context" => Some(serde_json::to_value(&st.context).ok()?),
-            "permissions" => Some(serde_json::to_value(&st.permissions).ok()?),
+            "queue" => Some(RawJson::of(&st.queue)),
+            "context" => raw(&st.context),
+            "permissions" => raw(&st.permissions),
             "plans" => j(st.plans.get(id).map(|v| v as _)),
-            "app" => Some(st.app.clone()),
-            "topology" => Some(json!({"topology": st.topology})),
-            "team" => team_value(st, id),
-            "coding" => coding_value(st, id),
-            "session" => serde_json::to_value(&st.session).ok(),
-            "toolCatalog" => serde_json::to_value(&st.tool_catalog).ok(),
+            "app" => Some(RawJson::of(&st.app)),
+            "topology" => Some(RawJson::of(&json!({"topology": st.topology}))),
+            "team" => team_json(st, id),
+            "coding" => coding_json(st, id),
+            "session" => raw(&st.session),
+            "toolCatalog" => raw(&st.tool_catalog),
             "uiLocal" => j(st
                 .ui_local
                 .iter()
@@ -421,48 +444,55 @@ impl<'a> Reducer<'a> {
     }
 }
 
-fn find_by(list: &[Value], key: &str, id: &str) -> Option<Value> {
-    list.iter()
-        .find(|v| v.get(key).and_then(Value::as_str) == Some(id))
-        .cloned()
+/// `value` as JSON, `None` if it cannot be encoded.
+fn raw<T: Serialize + ?Sized>(value: &T) -> Option<RawJson> {
+    RawJson::try_of(value)
 }
 
-fn team_value(st: &PublicState, id: &str) -> Option<Value> {
+fn find_by<'v>(list: &'v [Value], key: &str, id: &str) -> Option<&'v Value> {
+    list.iter()
+        .find(|v| v.get(key).and_then(Value::as_str) == Some(id))
+}
+
+fn team_json(st: &PublicState, id: &str) -> Option<RawJson> {
     let t = &st.team;
     let (kind, rest) = id.split_once(':').unwrap_or((id, ""));
     match kind {
-        "roster" => Some(json!(t.roster)),
-        "edges" => serde_json::to_value(&t.edges).ok(),
-        "info" => Some(t.info.clone()),
-        "handoff" => find_by(&t.handoffs, "handoffId", rest),
-        "review" => find_by(&t.reviews, "reviewId", rest),
-        "notification" => find_by(&t.notifications, "notificationId", rest),
-        "channel" => find_by(&t.channels, "channelId", rest),
+        "roster" => Some(RawJson::of(&t.roster)),
+        "edges" => raw(&t.edges),
+        "info" => Some(RawJson::of(&t.info)),
+        "handoff" => find_by(&t.handoffs, "handoffId", rest).map(RawJson::of),
+        "review" => find_by(&t.reviews, "reviewId", rest).map(RawJson::of),
+        "notification" => find_by(&t.notifications, "notificationId", rest).map(RawJson::of),
+        "channel" => find_by(&t.channels, "channelId", rest).map(RawJson::of),
         _ => None,
     }
 }
 
-fn coding_value(st: &PublicState, id: &str) -> Option<Value> {
+fn coding_json(st: &PublicState, id: &str) -> Option<RawJson> {
     let c = &st.coding;
     let (kind, rest) = id.split_once(':')?;
-    match kind {
-        "file" => c.files.get(rest).cloned(),
-        "patch" => c.patches.get(rest).cloned(),
-        "command" => c.commands.get(rest).cloned(),
-        "test" => c.tests.get(rest).cloned(),
+    let v = match kind {
+        "file" => c.files.get(rest),
+        "patch" => c.patches.get(rest),
+        "command" => c.commands.get(rest),
+        "test" => c.tests.get(rest),
         "block" => find_by(&c.blocks, "blockId", id),
         _ => None,
-    }
+    };
+    v.map(RawJson::of)
 }
 
 /// Object-safe "serialise to JSON" for the surface lookup above.
 mod erased {
+    use super::RawJson;
+
     pub trait Ser {
-        fn to_json(&self) -> serde_json::Value;
+        fn to_json(&self) -> RawJson;
     }
     impl<T: serde::Serialize> Ser for T {
-        fn to_json(&self) -> serde_json::Value {
-            serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+        fn to_json(&self) -> RawJson {
+            RawJson::of(self)
         }
     }
 }

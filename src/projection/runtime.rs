@@ -113,8 +113,8 @@ impl<'a> Reducer<'a> {
     /// Verifier: a fact of a turn that already ended is a finding. True
     /// when the turn is still open.
     pub fn check_turn_open(&mut self) -> bool {
-        let key = self.turn_key();
-        if self.books.turns.get(&key).is_some_and(|t| t.ended) {
+        let key = self.turn_str().unwrap_or_default();
+        if self.books.turns.get(key).is_some_and(|t| t.ended) {
             self.finding(
                 "work_after_turn_end",
                 format!("{} arrived after turn '{key}' ended", self.fact.class),
@@ -130,10 +130,11 @@ impl<'a> Reducer<'a> {
             return;
         }
         let status = self.state.runtime.status.as_str();
+        let turn = self.turn_str();
         let new_turn = TERMINAL.contains(&status)
-            && self.turn().is_some()
-            && self.turn() != self.state.runtime.turn_id
-            && self.turn() != self.state.runtime.run_id;
+            && turn.is_some()
+            && turn != self.state.runtime.turn_id.as_deref()
+            && turn != self.state.runtime.run_id.as_deref();
         if matches!(status, "idle" | "accepted" | "unknown") || new_turn {
             self.set_status("running");
             self.adopt_ids();

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::chunk::Chunk;
 use super::public_state::Severity;
 use super::reducer::{nonempty, Reducer};
-use super::ui_message::{Message, MessageStatus, Part, Role};
+use super::ui_message::{same_id, Message, MessageStatus, Part, Role};
 
 /// Whether an open part is text or reasoning.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -27,16 +27,17 @@ impl<'a> Reducer<'a> {
         nonempty(self.fact.ids.message_id.as_deref()).or_else(|| self.first_str(&["messageId"]))
     }
 
-    fn message_key(&self) -> String {
-        self.key
-            .get_or_init(|| {
-                format!(
-                    "{}\u{1f}{}",
-                    self.agent().unwrap_or_default(),
-                    self.turn().unwrap_or_default()
-                )
-            })
-            .clone()
+    /// `agent \u{1f} turn`, computed once per fact.
+    fn message_key(&self) -> &str {
+        self.key.get_or_init(|| {
+            let agent = self.agent_str().unwrap_or_default();
+            let turn = self.turn_str().unwrap_or_default();
+            let mut key = String::with_capacity(agent.len() + 1 + turn.len());
+            key.push_str(agent);
+            key.push('\u{1f}');
+            key.push_str(turn);
+            key
+        })
     }
 
     /// The open assistant message of this fact's agent and turn, if any.
@@ -47,7 +48,7 @@ impl<'a> Reducer<'a> {
                 .filter(|m| m.status == MessageStatus::Streaming)
                 .map(|m| m.id.clone());
         }
-        let id = self.books.current.get(&self.message_key())?;
+        let id = self.books.current.get(self.message_key())?;
         self.msg(id)
             .filter(|m| m.status == MessageStatus::Streaming)
             .map(|m| m.id.clone())
@@ -57,17 +58,17 @@ impl<'a> Reducer<'a> {
     /// a message, turn or run, or its agent/turn has an open message.
     pub fn has_message_context(&self) -> bool {
         self.explicit_message_id().is_some()
-            || self.turn().is_some()
+            || self.turn_str().is_some()
             || self.open_assistant().is_some()
     }
 
     /// The assistant message this fact belongs to, created if needed.
     pub fn ensure_assistant(&mut self) -> String {
-        let key = self.message_key();
         if let Some(id) = self.explicit_message_id() {
             if self.msg(&id).is_none() {
                 self.create_message(&id, Role::Assistant);
             }
+            let key = self.message_key().to_string();
             self.books.current.insert(key, id.clone());
             return id;
         }
@@ -76,6 +77,7 @@ impl<'a> Reducer<'a> {
         }
         let id = self.fresh_message_id(format!("msg-{}", self.cursor));
         self.create_message(&id, Role::Assistant);
+        let key = self.message_key().to_string();
         self.books.current.insert(key, id.clone());
         id
     }
@@ -170,11 +172,9 @@ impl<'a> Reducer<'a> {
     /// Put a `data-<name>` part with this id into `msg`: replaced in place
     /// when present, else inserted as a new segment.
     pub fn put_data_part(&mut self, msg: &str, name: &str, id: &str, data: serde_json::Value) {
-        let exists = self.msg(msg).is_some_and(|m| {
-            m.parts.iter().any(
-                |p| matches!(p, Part::Data { name: n, id: Some(i), .. } if n == name && i == id),
-            )
-        });
+        let exists = self
+            .msg(msg)
+            .is_some_and(|m| m.data_index(name, id).is_some());
         let c = Chunk::data(name, id, data);
         if exists {
             self.emit(msg, c);
@@ -187,7 +187,7 @@ impl<'a> Reducer<'a> {
         self.books
             .part_ids
             .get(msg)
-            .is_some_and(|v| v.iter().any(|(p, _)| p == id))
+            .is_some_and(|v| v.iter().any(|(p, _)| same_id(p, id)))
     }
 
     /// Start a new text or reasoning part; returns its chunk id.

@@ -134,7 +134,7 @@ pub struct PlanEntry {
 }
 
 /// `runtime`: derived only from lifecycle facts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Runtime {
     /// One of [`RUNTIME_STATUSES`].
@@ -159,6 +159,50 @@ pub struct Runtime {
     /// Producer timestamp of the fact that last changed this object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<String>,
+}
+
+impl Clone for Runtime {
+    fn clone(&self) -> Self {
+        Runtime {
+            status: self.status.clone(),
+            run_id: self.run_id.clone(),
+            turn_id: self.turn_id.clone(),
+            thread_id: self.thread_id.clone(),
+            phase: self.phase.clone(),
+            failure_category: self.failure_category.clone(),
+            retryable: self.retryable,
+            stale: self.stale,
+            pending_actions: self.pending_actions,
+            updated_at: self.updated_at.clone(),
+        }
+    }
+
+    /// Field by field, reusing this runtime's strings (the reducer copies
+    /// the runtime before every fact).
+    fn clone_from(&mut self, from: &Self) {
+        let Runtime {
+            status,
+            run_id,
+            turn_id,
+            thread_id,
+            phase,
+            failure_category,
+            retryable,
+            stale,
+            pending_actions,
+            updated_at,
+        } = from;
+        self.status.clone_from(status);
+        self.run_id.clone_from(run_id);
+        self.turn_id.clone_from(turn_id);
+        self.thread_id.clone_from(thread_id);
+        self.phase.clone_from(phase);
+        self.failure_category.clone_from(failure_category);
+        self.retryable = *retryable;
+        self.stale = *stale;
+        self.pending_actions = *pending_actions;
+        self.updated_at.clone_from(updated_at);
+    }
 }
 
 impl Default for Runtime {

@@ -100,6 +100,14 @@ fn merge_metadata(metadata: &mut Option<Value>, update: &Value) {
     }
 }
 
+/// Whether two ids are equal, compared from their ends: the ids of one
+/// message's parts mostly differ only in their last characters
+/// (`msg-1-t12`, `msg-1-t13`; `a10`, `a30`), so a scan over a long message
+/// rejects each of them in a byte or two, without calling `memcmp`.
+pub fn same_id(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().rev().eq(b.bytes().rev())
+}
+
 impl Message {
     /// An empty message.
     pub fn new(id: impl Into<String>, role: Role, created_cursor: u64) -> Self {
@@ -134,7 +142,14 @@ impl Message {
     pub fn tool_index(&self, tool_call_id: &str) -> Option<usize> {
         self.parts
             .iter()
-            .rposition(|p| p.tool_call_id() == Some(tool_call_id))
+            .rposition(|p| p.tool_call_id().is_some_and(|t| same_id(t, tool_call_id)))
+    }
+
+    /// Index of the `data-<name>` part with this id.
+    pub fn data_index(&self, name: &str, id: &str) -> Option<usize> {
+        self.parts.iter().position(|p| {
+            matches!(p, Part::Data { name: n, id: Some(pid), .. } if same_id(pid, id) && n == name)
+        })
     }
 
     /// True when a text or reasoning part with this id is open.
@@ -381,11 +396,7 @@ impl Message {
                 if *transient {
                     return Ok(());
                 }
-                let existing = id.as_ref().and_then(|id| {
-                    self.parts.iter().position(|p| {
-                        matches!(p, Part::Data { name: n, id: Some(pid), .. } if n == name && pid == id)
-                    })
-                });
+                let existing = id.as_ref().and_then(|id| self.data_index(name, id));
                 let part = Part::Data {
                     name: name.clone(),
                     id: id.clone(),
@@ -396,6 +407,7 @@ impl Message {
                     None => self.parts.push(part),
                 }
             }
+            Chunk::Surface { .. } => return Err(err("a session surface chunk is in no message")),
         }
         Ok(())
     }
