@@ -341,6 +341,7 @@ async fn fanout(nodes: &[Server], session: &str, scale: Scale) -> Fanout {
                 true,
                 base,
                 stop.clone(),
+                false,
             ))
         })
         .collect();

@@ -27,6 +27,8 @@ pub struct Tally {
     /// Latencies in microseconds, from sampled subscribers only.
     pub latencies: Mutex<Vec<u32>>,
     pub all_ready: Notify,
+    /// Bytes read off the subscribers' sockets (SSE), headers included.
+    pub wire_bytes: AtomicU64,
 }
 
 const MARKER: &[u8] = b"\"delta\":\"T";
@@ -55,7 +57,107 @@ fn scan(buf: &[u8], base: Instant, sample: bool, out: &mut Vec<u32>) -> (u64, us
     (n, consumed)
 }
 
-/// One SSE subscriber over raw TCP; counts until `stop`.
+/// A gzip response body read off the wire: de-chunked, then inflated.
+struct Gunzip {
+    head_done: bool,
+    /// The server sent the body as it is (past its compression budget).
+    identity: bool,
+    /// Bytes left of the current chunk; `None` while reading a size line.
+    left: Option<usize>,
+    line: Vec<u8>,
+    gz_header: usize,
+    inflate: flate2::Decompress,
+}
+
+impl Gunzip {
+    fn new() -> Self {
+        Gunzip {
+            head_done: false,
+            identity: false,
+            left: None,
+            line: Vec::new(),
+            gz_header: 10,
+            inflate: flate2::Decompress::new(false),
+        }
+    }
+
+    /// Feed raw socket bytes; append decoded body bytes to `out`.
+    fn feed(&mut self, mut raw: &[u8], out: &mut Vec<u8>) {
+        if !self.head_done {
+            self.line.extend_from_slice(raw);
+            let Some(end) = memmem::find(&self.line, b"\r\n\r\n") else {
+                return;
+            };
+            self.head_done = true;
+            self.identity = !String::from_utf8_lossy(&self.line[..end])
+                .to_ascii_lowercase()
+                .contains("content-encoding: gzip");
+            let rest = self.line.split_off(end + 4);
+            self.line.clear();
+            return self.feed(&rest, out);
+        }
+        if self.identity {
+            out.extend_from_slice(raw);
+            return;
+        }
+        while !raw.is_empty() {
+            match self.left {
+                Some(0) => {
+                    // The CRLF after a chunk's data.
+                    let skip = raw.len().min(2 - self.line.len().min(2));
+                    self.line.extend_from_slice(&raw[..skip]);
+                    raw = &raw[skip..];
+                    if self.line.len() == 2 {
+                        self.line.clear();
+                        self.left = None;
+                    }
+                }
+                Some(n) => {
+                    let take = n.min(raw.len());
+                    self.body(&raw[..take], out);
+                    raw = &raw[take..];
+                    self.left = Some(n - take);
+                }
+                None => {
+                    let Some(end) = memchr::memchr(b'\n', raw) else {
+                        self.line.extend_from_slice(raw);
+                        return;
+                    };
+                    self.line.extend_from_slice(&raw[..end]);
+                    raw = &raw[end + 1..];
+                    let size = std::str::from_utf8(&self.line)
+                        .ok()
+                        .and_then(|l| usize::from_str_radix(l.trim(), 16).ok())
+                        .unwrap_or(0);
+                    self.line.clear();
+                    self.left = Some(size);
+                }
+            }
+        }
+    }
+
+    fn body(&mut self, mut data: &[u8], out: &mut Vec<u8>) {
+        let skip = self.gz_header.min(data.len());
+        self.gz_header -= skip;
+        data = &data[skip..];
+        while !data.is_empty() {
+            out.reserve(data.len() * 8 + 256);
+            let before = self.inflate.total_in();
+            if self
+                .inflate
+                .decompress_vec(data, out, flate2::FlushDecompress::Sync)
+                .is_err()
+            {
+                return;
+            }
+            data = &data[(self.inflate.total_in() - before) as usize..];
+        }
+    }
+}
+
+/// One SSE subscriber over raw TCP; counts until `stop`. With `gzip` it
+/// asks for a gzipped stream and decodes it.
+#[allow(clippy::too_many_arguments)]
 pub async fn sse(
     addr: std::net::SocketAddr,
     path: String,
@@ -64,13 +166,21 @@ pub async fn sse(
     sample: bool,
     base: Instant,
     stop: Arc<Notify>,
+    gzip: bool,
 ) {
     let Ok(mut s) = TcpStream::connect(addr).await else {
         tally.failed.fetch_add(1, Ordering::Relaxed);
         return;
     };
     let _ = s.set_nodelay(true);
-    let req = format!("GET {path} HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\r\n");
+    let enc = if gzip {
+        "Accept-Encoding: gzip\r\n"
+    } else {
+        ""
+    };
+    let req =
+        format!("GET {path} HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n{enc}\r\n");
+    let mut gunzip = gzip.then(Gunzip::new);
     if s.write_all(req.as_bytes()).await.is_err() {
         tally.failed.fetch_add(1, Ordering::Relaxed);
         return;
@@ -86,7 +196,11 @@ pub async fn sse(
             r = s.read(&mut chunk) => match r { Ok(0) | Err(_) => break, Ok(n) => n },
             _ = &mut stopped => break,
         };
-        buf.extend_from_slice(&chunk[..n]);
+        tally.wire_bytes.fetch_add(n as u64, Ordering::Relaxed);
+        match gunzip.as_mut() {
+            Some(g) => g.feed(&chunk[..n], &mut buf),
+            None => buf.extend_from_slice(&chunk[..n]),
+        }
         if !ready {
             // Subscribed once the first event (snapshot / start) arrived.
             if memmem::find(&buf, b"\n\n").is_some() && memmem::find(&buf, b"data: ").is_some() {

@@ -34,6 +34,8 @@ struct Scale {
 #[derive(Clone, Copy, PartialEq)]
 enum Transport {
     Sse,
+    /// SSE asking for gzip (`Accept-Encoding: gzip`), decoded by the client.
+    SseGzip,
     Ws,
     /// One SSE connection per viewer following every session
     /// (`GET /v1/streams?sessions=...`).
@@ -55,6 +57,8 @@ struct Fanout {
     connections: usize,
     /// Server CPU time (user + system, from connecting to the end) per delivery.
     cpu_us_per_delivery: f64,
+    /// Bytes the subscribers read off their sockets per delivery (SSE).
+    wire_bytes_per_delivery: f64,
 }
 
 /// Spawn one subscriber of `session` over `transport`.
@@ -70,7 +74,7 @@ fn subscribe(
     stop: Arc<Notify>,
 ) -> tokio::task::JoinHandle<()> {
     match transport {
-        Transport::Sse => tokio::spawn(clients::sse(
+        Transport::Sse | Transport::SseGzip => tokio::spawn(clients::sse(
             server.addr,
             format!("/v1/sessions/{session}/stream"),
             tally,
@@ -78,6 +82,7 @@ fn subscribe(
             sample,
             base,
             stop,
+            transport == Transport::SseGzip,
         )),
         Transport::Mux => tokio::spawn(clients::sse(
             server.addr,
@@ -87,6 +92,7 @@ fn subscribe(
             sample,
             base,
             stop,
+            false,
         )),
         Transport::Ws => tokio::spawn(clients::ws(
             format!("ws://{}/v1/sessions/{session}/ws", server.addr),
@@ -157,6 +163,7 @@ async fn fanout(
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let before = tally.delivered.load(Ordering::SeqCst);
+    let bytes0 = tally.wire_bytes.load(Ordering::SeqCst);
     let sent = clients::publish(server.url(), names, rate, scale.run, 8, base).await;
     // Let in-flight deliveries land, bounded.
     let expected = sent * per_session as u64 + before;
@@ -179,6 +186,7 @@ async fn fanout(
             "{} {} x {} {}",
             match transport {
                 Transport::Sse => "SSE",
+                Transport::SseGzip => "SSE-gzip",
                 Transport::Ws => "WS",
                 Transport::Mux => "SSE-mux",
             },
@@ -197,6 +205,8 @@ async fn fanout(
         failed: tally.failed.load(Ordering::SeqCst),
         connections: total,
         cpu_us_per_delivery: cpu * 1e6 / delivered.max(1) as f64,
+        wire_bytes_per_delivery: (tally.wire_bytes.load(Ordering::SeqCst) - bytes0) as f64
+            / delivered.max(1) as f64,
     }
 }
 
@@ -368,12 +378,13 @@ fn row(f: &Fanout) -> Value {
         "delivered_per_s": f.delivered_per_s, "delivered_ratio": f.delivered_ratio,
         "p50_ms": f.p50, "p99_ms": f.p99, "p999_ms": f.p999, "failed": f.failed,
         "connections": f.connections, "cpu_us_per_delivery": f.cpu_us_per_delivery,
+        "wire_bytes_per_delivery": f.wire_bytes_per_delivery,
     })
 }
 
 fn print_fanout(server: &str, f: &Fanout) {
     println!(
-        "{server:<16} {:<22} {:>9} {:>11} {:>12.0} {:>6.3} {:>8.2} {:>8.2} {:>8.2} {:>5}",
+        "{server:<16} {:<22} {:>9} {:>11} {:>12.0} {:>6.3} {:>8.2} {:>8.2} {:>8.2} {:>5} {:>7.2} {:>7.1}",
         f.label,
         f.offered_events_per_s,
         f.offered_deliveries_per_s,
@@ -382,7 +393,9 @@ fn print_fanout(server: &str, f: &Fanout) {
         f.p50,
         f.p99,
         f.p999,
-        f.failed
+        f.failed,
+        f.cpu_us_per_delivery,
+        f.wire_bytes_per_delivery,
     );
 }
 
@@ -461,7 +474,7 @@ async fn run(scale: Scale) -> Value {
         "== fan-out: offered events/s and deliveries/s, delivered/s, ratio delivered, latency ms"
     );
         println!(
-            "{:<16} {:<22} {:>9} {:>11} {:>12} {:>6} {:>8} {:>8} {:>8} {:>5}",
+            "{:<16} {:<22} {:>9} {:>11} {:>12} {:>6} {:>8} {:>8} {:>8} {:>5} {:>7} {:>7}",
             "server",
             "scenario",
             "events/s",
@@ -471,7 +484,9 @@ async fn run(scale: Scale) -> Value {
             "p50",
             "p99",
             "p99.9",
-            "fail"
+            "fail",
+            "cpu µs",
+            "B/dlv"
         );
         let runs: Vec<(Transport, usize, usize, u64)> = if scale.full {
             vec![
@@ -500,10 +515,10 @@ async fn run(scale: Scale) -> Value {
                 .split(',')
                 .filter_map(|r| {
                     let p: Vec<&str> = r.split(':').collect();
-                    let t = if p.first()? == &"ws" {
-                        Transport::Ws
-                    } else {
-                        Transport::Sse
+                    let t = match *p.first()? {
+                        "ws" => Transport::Ws,
+                        "gzip" => Transport::SseGzip,
+                        _ => Transport::Sse,
                     };
                     Some((
                         t,
