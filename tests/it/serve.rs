@@ -21,6 +21,17 @@ async fn send(srv: &TestServer, raw: &str) -> TcpStream {
     s
 }
 
+/// Send `raw` and read the whole answer, up to the server's close.
+async fn whole(srv: &TestServer, raw: &str) -> String {
+    let mut s = send(srv, raw).await;
+    let mut all = Vec::new();
+    tokio::time::timeout(WAIT, s.read_to_end(&mut all))
+        .await
+        .expect("closed in time")
+        .unwrap();
+    String::from_utf8(all).unwrap()
+}
+
 /// Read until `needle` is in what has arrived.
 async fn read_until(s: &mut TcpStream, got: &mut String, needle: &str) {
     tokio::time::timeout(WAIT, async {
@@ -76,17 +87,11 @@ async fn a_first_request_stream_is_chunked_live_and_closes_with_its_body() {
         &json!({"id": "end", "type": "run.completed", "runId": "r", "sequence": 6}),
     )
     .await;
-    let mut s = send(
+    let all = whole(
         &srv,
         "GET /v1/sessions/raw/messages/m1/ui-stream HTTP/1.1\r\nHost: t\r\n\r\n",
     )
     .await;
-    let mut all = Vec::new();
-    tokio::time::timeout(WAIT, s.read_to_end(&mut all))
-        .await
-        .unwrap()
-        .unwrap();
-    let all = String::from_utf8(all).unwrap();
     assert!(all.ends_with("data: [DONE]\n\n\r\n0\r\n\r\n"), "{all}");
 }
 
@@ -108,17 +113,11 @@ async fn http_1_0_gets_a_close_delimited_stream_and_errors_keep_their_length() {
         "raw body: {got}"
     );
 
-    let mut s = send(
+    let all = whole(
         &srv,
         "GET /v1/sessions/bad%20id/stream HTTP/1.1\r\nHost: t\r\n\r\n",
     )
     .await;
-    let mut all = Vec::new();
-    tokio::time::timeout(WAIT, s.read_to_end(&mut all))
-        .await
-        .unwrap()
-        .unwrap();
-    let all = String::from_utf8(all).unwrap();
     let (head, body) = all.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 400 Bad Request"), "{head}");
     assert!(
