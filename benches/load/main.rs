@@ -59,6 +59,8 @@ struct Fanout {
     cpu_us_per_delivery: f64,
     /// Bytes the subscribers read off their sockets per delivery (SSE).
     wire_bytes_per_delivery: f64,
+    /// The load generator's own CPU time per delivery (it shares the cores).
+    gen_cpu_us_per_delivery: f64,
 }
 
 /// Spawn one subscriber of `session` over `transport`.
@@ -134,6 +136,7 @@ async fn fanout(
     let all = names.join(",");
     let mut tasks = Vec::with_capacity(total);
     let cpu0 = server.cpu_secs();
+    let gen0 = servers::cpu_secs("self");
     for i in 0..total {
         let session = if transport == Transport::Mux {
             all.clone()
@@ -179,6 +182,7 @@ async fn fanout(
     }
     let delivered = tally.delivered.load(Ordering::SeqCst) - before;
     let cpu = server.cpu_secs() - cpu0;
+    let gen_cpu = servers::cpu_secs("self") - gen0;
     let mut lat = std::mem::take(&mut *tally.latencies.lock().unwrap());
     lat.sort_unstable();
     Fanout {
@@ -207,6 +211,7 @@ async fn fanout(
         cpu_us_per_delivery: cpu * 1e6 / delivered.max(1) as f64,
         wire_bytes_per_delivery: (tally.wire_bytes.load(Ordering::SeqCst) - bytes0) as f64
             / delivered.max(1) as f64,
+        gen_cpu_us_per_delivery: gen_cpu * 1e6 / delivered.max(1) as f64,
     }
 }
 
@@ -379,12 +384,13 @@ fn row(f: &Fanout) -> Value {
         "p50_ms": f.p50, "p99_ms": f.p99, "p999_ms": f.p999, "failed": f.failed,
         "connections": f.connections, "cpu_us_per_delivery": f.cpu_us_per_delivery,
         "wire_bytes_per_delivery": f.wire_bytes_per_delivery,
+        "generator_cpu_us_per_delivery": f.gen_cpu_us_per_delivery,
     })
 }
 
 fn print_fanout(server: &str, f: &Fanout) {
     println!(
-        "{server:<16} {:<22} {:>9} {:>11} {:>12.0} {:>6.3} {:>8.2} {:>8.2} {:>8.2} {:>5} {:>7.2} {:>7.1}",
+        "{server:<16} {:<22} {:>9} {:>11} {:>12.0} {:>6.3} {:>8.2} {:>8.2} {:>8.2} {:>5} {:>7.2} {:>7.1} {:>7.2}",
         f.label,
         f.offered_events_per_s,
         f.offered_deliveries_per_s,
@@ -396,6 +402,7 @@ fn print_fanout(server: &str, f: &Fanout) {
         f.failed,
         f.cpu_us_per_delivery,
         f.wire_bytes_per_delivery,
+        f.gen_cpu_us_per_delivery,
     );
 }
 
@@ -420,8 +427,14 @@ fn main() {
             replay_frames: 2_000,
         }
     };
+    // One worker: the server gets the other core. `LOAD_GEN_THREADS=2`
+    // lets the generator's reads spread over both cores too.
+    let threads = std::env::var("LOAD_GEN_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1) // the server gets the other core
+        .worker_threads(threads)
         .enable_all()
         .build()
         .unwrap();
@@ -474,7 +487,7 @@ async fn run(scale: Scale) -> Value {
         "== fan-out: offered events/s and deliveries/s, delivered/s, ratio delivered, latency ms"
     );
         println!(
-            "{:<16} {:<22} {:>9} {:>11} {:>12} {:>6} {:>8} {:>8} {:>8} {:>5} {:>7} {:>7}",
+            "{:<16} {:<22} {:>9} {:>11} {:>12} {:>6} {:>8} {:>8} {:>8} {:>5} {:>7} {:>7} {:>7}",
             "server",
             "scenario",
             "events/s",
@@ -486,7 +499,8 @@ async fn run(scale: Scale) -> Value {
             "p99.9",
             "fail",
             "cpu µs",
-            "B/dlv"
+            "B/dlv",
+            "gen µs"
         );
         let runs: Vec<(Transport, usize, usize, u64)> = if scale.full {
             vec![

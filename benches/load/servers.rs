@@ -19,16 +19,7 @@ impl Server {
 
     /// CPU time (user + system) the server process has used, in seconds.
     pub fn cpu_secs(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // Fields after the command name (which may hold spaces): utime and
-        // stime are the 12th and 13th, in clock ticks (100 per second).
-        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let f: Vec<u64> = rest
-            .split_whitespace()
-            .map(|x| x.parse().unwrap_or(0))
-            .collect();
-        (f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)) as f64 / 100.0
+        cpu_secs(&self.child.id().to_string())
     }
 
     /// Resident set size of the server process, in bytes.
@@ -132,4 +123,17 @@ pub fn anchor() -> Option<Server> {
         .ok()?;
     let addr = wait_for_addr(&mut child, "anchor listening on http://");
     Some(Server { addr, child })
+}
+
+/// CPU time (user + system) process `pid` (or `self`) has used, in seconds.
+pub fn cpu_secs(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces): utime and
+    // stime are the 12th and 13th, in clock ticks (100 per second).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    (f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)) as f64 / 100.0
 }
