@@ -21,6 +21,14 @@ async fn send(srv: &TestServer, raw: &str) -> TcpStream {
     s
 }
 
+/// Send `raw` and read until `needle` has arrived.
+async fn open(srv: &TestServer, raw: &str, needle: &str) -> (TcpStream, String) {
+    let mut s = send(srv, raw).await;
+    let mut got = String::new();
+    read_until(&mut s, &mut got, needle).await;
+    (s, got)
+}
+
 /// Send `raw` and read the whole answer, up to the server's close.
 async fn whole(srv: &TestServer, raw: &str) -> String {
     let mut s = send(srv, raw).await;
@@ -54,9 +62,7 @@ fn delta(k: u64) -> serde_json::Value {
 async fn a_first_request_stream_is_chunked_live_and_closes_with_its_body() {
     let srv = TestServer::builder().start().await;
     srv.post("raw", &delta(1)).await;
-    let mut s = send(&srv, "GET /v1/sessions/raw/stream?cursor=0 HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n").await;
-    let mut got = String::new();
-    read_until(&mut s, &mut got, "w1 ").await;
+    let (mut s, mut got) = open(&srv, "GET /v1/sessions/raw/stream?cursor=0 HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n", "w1 ").await;
     let head = got.split("\r\n\r\n").next().unwrap().to_ascii_lowercase();
     assert!(head.starts_with("http/1.1 200 ok\r\n"), "{head}");
     for h in [
@@ -99,13 +105,12 @@ async fn a_first_request_stream_is_chunked_live_and_closes_with_its_body() {
 async fn http_1_0_gets_a_close_delimited_stream_and_errors_keep_their_length() {
     let srv = TestServer::builder().start().await;
     srv.post("old", &delta(1)).await;
-    let mut s = send(
+    let (_s, got) = open(
         &srv,
         "GET /v1/sessions/old/stream?cursor=0 HTTP/1.0\r\n\r\n",
+        "w1 ",
     )
     .await;
-    let mut got = String::new();
-    read_until(&mut s, &mut got, "w1 ").await;
     let head = got.split("\r\n\r\n").next().unwrap().to_ascii_lowercase();
     assert!(!head.contains("transfer-encoding"), "{head}");
     assert!(
@@ -134,13 +139,12 @@ async fn a_client_that_hangs_up_frees_its_subscriber_slot_at_once() {
         .start()
         .await;
     srv.post("one", &delta(1)).await;
-    let mut s = send(
+    let (s, _) = open(
         &srv,
         "GET /v1/sessions/one/stream HTTP/1.1\r\nHost: t\r\n\r\n",
+        "event: snapshot",
     )
     .await;
-    let mut got = String::new();
-    read_until(&mut s, &mut got, "event: snapshot").await;
     let r = srv
         .http
         .get(srv.url("/v1/sessions/one/stream"))
@@ -174,13 +178,12 @@ async fn other_requests_and_pipelined_ones_are_served_by_hyper_with_keep_alive()
     let srv = TestServer::builder().start().await;
     srv.post("ka", &delta(1)).await;
     // A snapshot, then a stream, on one connection: both answered.
-    let mut s = send(
+    let (_s, got) = open(
         &srv,
         "GET /v1/sessions/ka/snapshot HTTP/1.1\r\nHost: t\r\n\r\nGET /v1/sessions/ka/stream HTTP/1.1\r\nHost: t\r\n\r\n",
+        "event: snapshot",
     )
     .await;
-    let mut got = String::new();
-    read_until(&mut s, &mut got, "event: snapshot").await;
     assert!(got.starts_with("HTTP/1.1 200 OK"), "{got}");
     assert_eq!(got.matches("HTTP/1.1 200 OK").count(), 2, "{got}");
     assert!(
