@@ -70,6 +70,11 @@ async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::
         return Ok(());
     }
     let mut data = body.into_data_stream();
+    // Whether to watch the socket for the client's hang-up; a client that
+    // sends bytes after its request is no longer watched (its bytes are
+    // not read, so it cannot make the server spin), and its hang-up shows
+    // at the next write instead.
+    let mut watch_peer = true;
     loop {
         tokio::select! {
             next = data.next() => match next {
@@ -93,14 +98,14 @@ async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::
                 Some(Err(e)) => return Err(io::Error::other(e)),
                 None => break,
             },
-            // Woken only by the client: it closed (or sent bytes, which a
-            // connection that closes after this response ignores).
-            ready = io.readable() => {
+            // Woken only by the client: it closed, or sent bytes (which a
+            // connection that closes after this response does not answer).
+            ready = io.readable(), if watch_peer => {
                 ready?;
-                let mut scratch = [0u8; 64];
+                let mut scratch = [0u8; 1];
                 match io.try_read(&mut scratch) {
                     Ok(0) => return Ok(()),
-                    Ok(_) => {}
+                    Ok(_) => watch_peer = false,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) => return Err(e),
                 }

@@ -191,3 +191,22 @@ async fn other_requests_and_pipelined_ones_are_served_by_hyper_with_keep_alive()
         "{got}"
     );
 }
+
+#[tokio::test]
+async fn bytes_sent_after_the_request_do_not_stop_the_stream() {
+    let srv = TestServer::builder().start().await;
+    srv.post("chatty", &delta(1)).await;
+    let (mut s, mut got) = open(
+        &srv,
+        "GET /v1/sessions/chatty/stream HTTP/1.1\r\nHost: t\r\n\r\n",
+        "event: snapshot",
+    )
+    .await;
+    // Extra bytes (the connection answers nothing after its stream): the
+    // frames go on.
+    s.write_all(&[b'x'; 4096]).await.unwrap();
+    for k in 2..=4 {
+        srv.post("chatty", &delta(k)).await;
+        read_until(&mut s, &mut got, &format!("w{k} ")).await;
+    }
+}
