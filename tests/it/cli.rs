@@ -31,12 +31,7 @@ fn serves_logs_address_answers_healthcheck_and_stops_on_sigterm() {
         dir.join("projector.redb").exists(),
         "embedded store is the default and lives in the data dir"
     );
-    let pid = p.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
+    p.terminate();
     p.wait_line("shutdown signal received");
     let status = p.wait_exit();
     assert!(status.success(), "graceful exit, got {status}");

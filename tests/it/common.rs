@@ -395,6 +395,16 @@ impl Proc {
         log[log.len().saturating_sub(n)..].to_vec()
     }
 
+    /// Send SIGTERM (what a container runtime sends to stop it).
+    pub fn terminate(&self) {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+    }
+
     pub fn wait_exit(&mut self) -> std::process::ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {

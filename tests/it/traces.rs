@@ -3,9 +3,7 @@
 //! through the HTTP span to the session actor's `session.append`, which names
 //! the cursors of the frames it made (OTLP JSON gives integers as strings).
 
-use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::routing::post;
 use axum::Router;
@@ -68,19 +66,8 @@ fn attr(attrs: &Value, key: &str) -> Option<Value> {
 }
 
 fn stop(p: &mut Proc) {
-    let pid = p.child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    for _ in 0..200 {
-        if p.child.try_wait().unwrap().is_some() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("the server did not stop on SIGTERM");
+    p.terminate();
+    p.wait_exit();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
