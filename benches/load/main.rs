@@ -10,6 +10,7 @@
 //! table and writes `target/bench-load.json`.
 
 mod clients;
+mod floor;
 mod servers;
 
 use std::sync::atomic::Ordering;
@@ -167,6 +168,15 @@ async fn fanout(
     }
     let before = tally.delivered.load(Ordering::SeqCst);
     let bytes0 = tally.wire_bytes.load(Ordering::SeqCst);
+    let breakdown = std::env::var_os("LOAD_BREAKDOWN").is_some();
+    let (ingest0, delivery0) = if breakdown {
+        (
+            servers::histogram(server, "projector_ingest_seconds").await,
+            servers::histogram(server, "projector_delivery_seconds").await,
+        )
+    } else {
+        Default::default()
+    };
     let sent = clients::publish(server.url(), names, rate, scale.run, 8, base).await;
     // Let in-flight deliveries land, bounded.
     let expected = sent * per_session as u64 + before;
@@ -176,6 +186,21 @@ async fn fanout(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let elapsed = scale.run.as_secs_f64() + t0.elapsed().as_secs_f64();
+    if breakdown {
+        // Where the time goes inside the server: request to durable, and
+        // frame made to handed to the subscriber's connection.
+        let bounds = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1];
+        let ingest = servers::histogram(server, "projector_ingest_seconds").await;
+        let delivery = servers::histogram(server, "projector_delivery_seconds").await;
+        eprintln!(
+            "  server ingest:   {}",
+            servers::shares(&ingest0, &ingest, &bounds)
+        );
+        eprintln!(
+            "  server delivery: {}",
+            servers::shares(&delivery0, &delivery, &bounds)
+        );
+    }
     stop.notify_waiters();
     for t in tasks {
         let _ = t.await;
@@ -407,6 +432,11 @@ fn print_fanout(server: &str, f: &Fanout) {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--floor-server") {
+        let at = args.iter().position(|a| a == "--listen").map(|i| i + 1);
+        return floor::main(at.and_then(|i| args.get(i)).map_or("127.0.0.1:0", |a| a));
+    }
     let full = std::env::args().any(|a| a == "--bench");
     let scale = if full {
         Scale {
@@ -561,6 +591,24 @@ async fn run(scale: Scale) -> Value {
             fan_rows.push(r);
         }
         drop(ours);
+        if std::env::var_os("LOAD_FLOOR").is_some() {
+            let floor = servers::floor();
+            for &(t, sessions, per, rate) in &runs {
+                if t != Transport::Sse {
+                    continue; // the floor speaks plain SSE only
+                }
+                let total_rate = if sessions > 1 {
+                    rate * sessions as u64
+                } else {
+                    rate
+                };
+                let f = fanout(&floor, t, sessions, per, total_rate, scale).await;
+                print_fanout("floor", &f);
+                let mut r = row(&f);
+                r["server"] = json!("floor");
+                fan_rows.push(r);
+            }
+        }
         if let Some(a) = &anchor {
             for &(t, sessions, per, rate) in &runs {
                 if t == Transport::Ws || per > 1000 {

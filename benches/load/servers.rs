@@ -137,3 +137,70 @@ pub fn cpu_secs(pid: &str) -> f64 {
         .collect();
     (f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)) as f64 / 100.0
 }
+
+/// The floor server (`floor.rs`): this same binary in its serving mode.
+pub fn floor() -> Server {
+    let mut child = Command::new(std::env::current_exe().expect("own path"))
+        .args(["--floor-server", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the floor server");
+    let addr = wait_for_addr(&mut child, "listening on http://");
+    Server { addr, child }
+}
+
+/// The cumulative bucket counts (`le`, count) of a histogram in the
+/// server's `/metrics`, summed over its label sets.
+pub async fn histogram(server: &Server, name: &str) -> Vec<(f64, f64)> {
+    let text = match reqwest::get(format!("{}/metrics", server.url())).await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("  (no metrics: {e})");
+            return Vec::new();
+        }
+    };
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    let prefix = format!("{name}_bucket{{");
+    for line in text.lines().filter(|l| l.starts_with(&prefix)) {
+        let le = line
+            .split("le=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .map(|v| {
+                if v == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    v.parse().unwrap_or(f64::NAN)
+                }
+            });
+        let count = line.rsplit(' ').next().and_then(|c| c.parse::<f64>().ok());
+        if let (Some(le), Some(count)) = (le, count) {
+            match out.iter_mut().find(|(l, _)| *l == le) {
+                Some(slot) => slot.1 += count,
+                None => out.push((le, count)),
+            }
+        }
+    }
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out
+}
+
+/// The shares of a histogram's samples between two scrapes that fell at or
+/// under each of `bounds` (seconds), as "≤5ms 40%, ..." text.
+pub fn shares(before: &[(f64, f64)], after: &[(f64, f64)], bounds: &[f64]) -> String {
+    let at = |h: &[(f64, f64)], le: f64| h.iter().find(|(l, _)| *l == le).map_or(0.0, |(_, c)| *c);
+    let total = at(after, f64::INFINITY) - at(before, f64::INFINITY);
+    if total <= 0.0 {
+        return "no samples".into();
+    }
+    bounds
+        .iter()
+        .map(|&b| {
+            let share = (at(after, b) - at(before, b)) / total * 100.0;
+            format!("≤{}ms {share:.0}%", b * 1e3)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+        + &format!(" (n={total})")
+}
