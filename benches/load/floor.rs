@@ -3,8 +3,14 @@
 //! answers a POST of an event by sending one delta frame (as large as ours)
 //! to the session's SSE subscribers, each a task that writes every frame
 //! to its socket. No store, no reducer, no replay, no auth, no layers.
-//! `LOAD_FLOOR=1` runs every fan-out scenario against it too, with the same
-//! generator in the same run. Started as `load --floor-server --listen ADDR`.
+//! With `--shards K` the session's subscribers are split over K writer
+//! tasks instead, each woken once per frame (one broadcast receiver per
+//! shard, not per subscriber), taking every frame that is ready and writing
+//! them to each of its sockets in one non-blocking write: the sharded
+//! fan-out, measured before building it into the server.
+//! `LOAD_FLOOR=task,shard` runs every plain SSE fan-out scenario against
+//! either or both, with the same generator in the same run. Started as
+//! `load --floor-server --listen ADDR [--shards K]`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,10 +20,21 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::broadcast;
 
-type Sessions = Arc<Mutex<HashMap<String, broadcast::Sender<Bytes>>>>;
+/// A session's feed and, in sharded mode, its writer shards' socket lists.
+#[derive(Clone)]
+struct Feed {
+    tx: broadcast::Sender<Bytes>,
+    shards: Vec<Arc<Mutex<Vec<std::net::TcpStream>>>>,
+}
 
-/// Serve until killed (on two worker threads, like the server under test).
-pub fn main(listen: &str) {
+type Sessions = Arc<Mutex<HashMap<String, Feed>>>;
+
+static SHARDS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// Serve until killed (on two worker threads, like the server under test);
+/// `shards` 0 is one task per subscriber.
+pub fn main(listen: &str, shards: usize) {
+    SHARDS.set(shards).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -37,13 +54,43 @@ pub fn main(listen: &str) {
     });
 }
 
-fn feed(sessions: &Sessions, id: &str) -> broadcast::Sender<Bytes> {
+fn feed(sessions: &Sessions, id: &str) -> Feed {
     sessions
         .lock()
         .unwrap()
         .entry(id.to_string())
-        .or_insert_with(|| broadcast::channel(1024).0)
+        .or_insert_with(|| {
+            let tx = broadcast::channel(1024).0;
+            let shards = (0..*SHARDS.get().unwrap())
+                .map(|_| {
+                    let set = Arc::new(Mutex::new(Vec::new()));
+                    tokio::spawn(shard(tx.subscribe(), set.clone()));
+                    set
+                })
+                .collect();
+            Feed { tx, shards }
+        })
         .clone()
+}
+
+/// One writer shard: every frame ready, to each of its sockets in one
+/// write; a socket that cannot take it all at once is dropped (the floor
+/// has no slow-consumer path; the runs here never hit it).
+async fn shard(mut rx: broadcast::Receiver<Bytes>, set: Arc<Mutex<Vec<std::net::TcpStream>>>) {
+    use std::io::Write as _;
+    let mut batch = Vec::new();
+    while let Ok(first) = rx.recv().await {
+        batch.clear();
+        batch.extend_from_slice(&first);
+        while let Ok(more) = rx.try_recv() {
+            batch.extend_from_slice(&more);
+        }
+        set.lock()
+            .unwrap()
+            .retain_mut(|s| matches!(s.write(&batch), Ok(n) if n == batch.len()));
+        // Let the other tasks (ingest, the other shard) run between frames.
+        tokio::task::yield_now().await;
+    }
 }
 
 /// Requests on one connection: POSTs of events (keep-alive), or one GET of
@@ -88,7 +135,7 @@ async fn connection(mut s: TcpStream, sessions: Sessions) {
         let body: Vec<u8> = buf.drain(..len).collect();
         let resp: &[u8] = if method == "POST" {
             cursor += 1;
-            let _ = feed(&sessions, &session).send(frame(&body, cursor));
+            let _ = feed(&sessions, &session).tx.send(frame(&body, cursor));
             b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
         } else {
             b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n"
@@ -113,13 +160,26 @@ fn frame(body: &[u8], cursor: u64) -> Bytes {
     Bytes::from(format!("{:x}\r\n{event}\r\n", event.len()))
 }
 
-async fn stream(mut s: TcpStream, feed: broadcast::Sender<Bytes>) {
-    let mut rx = feed.subscribe();
+async fn stream(mut s: TcpStream, feed: Feed) {
+    let mut rx = feed.tx.subscribe();
     let open =
         "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
     let first = "event: snapshot\ndata: {}\n\n";
     let hello = format!("{open}{:x}\r\n{first}\r\n", first.len());
     if s.write_all(hello.as_bytes()).await.is_err() {
+        return;
+    }
+    if !feed.shards.is_empty() {
+        // Spread over the shards by a per-connection number.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(std_s) = s.into_std() {
+            let _ = std_s.set_nonblocking(true);
+            feed.shards[k % feed.shards.len()]
+                .lock()
+                .unwrap()
+                .push(std_s);
+        }
         return;
     }
     while let Ok(f) = rx.recv().await {

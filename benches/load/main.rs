@@ -434,8 +434,12 @@ fn print_fanout(server: &str, f: &Fanout) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == "--floor-server") {
-        let at = args.iter().position(|a| a == "--listen").map(|i| i + 1);
-        return floor::main(at.and_then(|i| args.get(i)).map_or("127.0.0.1:0", |a| a));
+        let value = |name: &str| {
+            let at = args.iter().position(|a| a == name)?;
+            args.get(at + 1).map(String::as_str)
+        };
+        let shards = value("--shards").and_then(|v| v.parse().ok()).unwrap_or(0);
+        return floor::main(value("--listen").unwrap_or("127.0.0.1:0"), shards);
     }
     let full = std::env::args().any(|a| a == "--bench");
     let scale = if full {
@@ -591,8 +595,13 @@ async fn run(scale: Scale) -> Value {
             fan_rows.push(r);
         }
         drop(ours);
-        if std::env::var_os("LOAD_FLOOR").is_some() {
-            let floor = servers::floor();
+        let floors = std::env::var("LOAD_FLOOR").unwrap_or_default();
+        for (name, shards) in [("floor", 0), ("floor-sharded", 2)] {
+            let kind = if shards == 0 { "task" } else { "shard" };
+            if !floors.split(',').any(|f| f == kind) {
+                continue;
+            }
+            let floor = servers::floor(shards);
             for &(t, sessions, per, rate) in &runs {
                 if t != Transport::Sse {
                     continue; // the floor speaks plain SSE only
@@ -603,9 +612,9 @@ async fn run(scale: Scale) -> Value {
                     rate
                 };
                 let f = fanout(&floor, t, sessions, per, total_rate, scale).await;
-                print_fanout("floor", &f);
+                print_fanout(name, &f);
                 let mut r = row(&f);
-                r["server"] = json!("floor");
+                r["server"] = json!(name);
                 fan_rows.push(r);
             }
         }

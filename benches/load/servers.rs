@@ -138,10 +138,12 @@ pub fn cpu_secs(pid: &str) -> f64 {
     (f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)) as f64 / 100.0
 }
 
-/// The floor server (`floor.rs`): this same binary in its serving mode.
-pub fn floor() -> Server {
+/// The floor server (`floor.rs`): this same binary in its serving mode,
+/// with `shards` writer shards per session (0: a task per subscriber).
+pub fn floor(shards: usize) -> Server {
     let mut child = Command::new(std::env::current_exe().expect("own path"))
-        .args(["--floor-server", "--listen", "127.0.0.1:0"])
+        .args(["--floor-server", "--listen", "127.0.0.1:0", "--shards"])
+        .arg(shards.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
