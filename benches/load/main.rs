@@ -8,6 +8,12 @@
 //! Redis on 127.0.0.1:6379 for the anchor). Under `cargo test` a
 //! seconds-long smoke version runs against agent-projector only. Prints a
 //! table and writes `target/bench-load.json`.
+//!
+//! Knobs: `LOAD_SECTIONS`, `LOAD_ANCHOR=0`, `LOAD_FANOUT` (scenarios as
+//! `transport:sessions:subscribers:rate,...`), `LOAD_PROJECTOR_BIN` (another
+//! build), `LOAD_GEN_THREADS`, `LOAD_BREAKDOWN=1` (the server's own ingest
+//! and delivery histograms per scenario), `LOAD_FLOOR=task,shard` (the same
+//! scenarios against the floor servers of `floor.rs`).
 
 mod clients;
 mod floor;
