@@ -11,7 +11,8 @@
 //!
 //! Knobs: `LOAD_SECTIONS`, `LOAD_ANCHOR=0`, `LOAD_FANOUT` (scenarios as
 //! `transport:sessions:subscribers:rate,...`), `LOAD_PROJECTOR_BIN` (another
-//! build), `LOAD_GEN_THREADS`, `LOAD_BREAKDOWN=1` (the server's own ingest
+//! build), `LOAD_BASELINE_BIN` (another build, run as "before" next to this
+//! one in the fan-out and memory sections), `LOAD_GEN_THREADS`, `LOAD_BREAKDOWN=1` (the server's own ingest
 //! and delivery histograms per scenario), `LOAD_FLOOR=task,shard` (the same
 //! scenarios against the floor servers of `floor.rs`).
 
@@ -484,6 +485,16 @@ fn main() {
     println!("wrote {path}");
 }
 
+/// The builds the fan-out and memory sections run against: this one, and
+/// with `LOAD_BASELINE_BIN` another (named "before"), in the same run.
+fn builds() -> Vec<(&'static str, Option<String>)> {
+    let mut v = vec![("agent-projector", None)];
+    if let Ok(bin) = std::env::var("LOAD_BASELINE_BIN") {
+        v.push(("before", Some(bin)));
+    }
+    v
+}
+
 /// `LOAD_SECTIONS=ingest,fanout,memory,replay` (default: all) and
 /// `LOAD_ANCHOR=0` narrow a run while iterating on one figure.
 fn section(name: &str) -> bool {
@@ -586,21 +597,24 @@ async fn run(scale: Scale) -> Value {
         };
         let mut fan_rows = Vec::new();
         let dir = tmp.join("fanout");
-        let ours = servers::projector("memory", &dir, &[]);
-        for &(t, sessions, per, rate) in &runs {
-            // `rate` is per session for the many-sessions runs.
-            let total_rate = if sessions > 1 {
-                rate * sessions as u64
-            } else {
-                rate
-            };
-            let f = fanout(&ours, t, sessions, per, total_rate, scale).await;
-            print_fanout("agent-projector", &f);
-            let mut r = row(&f);
-            r["server"] = json!("agent-projector");
-            fan_rows.push(r);
+        for (name, bin) in builds() {
+            servers::use_build(bin);
+            let ours = servers::projector("memory", &dir, &[]);
+            for &(t, sessions, per, rate) in &runs {
+                // `rate` is per session for the many-sessions runs.
+                let total_rate = if sessions > 1 {
+                    rate * sessions as u64
+                } else {
+                    rate
+                };
+                let f = fanout(&ours, t, sessions, per, total_rate, scale).await;
+                print_fanout(name, &f);
+                let mut r = row(&f);
+                r["server"] = json!(name);
+                fan_rows.push(r);
+            }
         }
-        drop(ours);
+        servers::use_build(None);
         let floors = std::env::var("LOAD_FLOOR").unwrap_or_default();
         for (name, shards) in [("floor", 0), ("floor-sharded", 2)] {
             let kind = if shards == 0 { "task" } else { "shard" };
@@ -692,34 +706,41 @@ async fn run(scale: Scale) -> Value {
     if section("memory") {
         println!("== memory (RSS growth)");
         let dir = tmp.join("memory");
-        let server = servers::projector("memory", &dir, &[]);
-        // A fresh server for each: memory freed by one measurement would be
-        // reused by the next without showing in its RSS.
-        let sse = idle_conns(&server, Transport::Sse, scale.idle_conns).await;
-        drop(server);
-        let server = servers::projector("memory", &dir, &[]);
-        let ws = idle_conns(&server, Transport::Ws, scale.idle_conns).await;
-        drop(server);
-        let server = servers::projector("memory", &dir, &[]);
-        let per_session = idle_sessions(&server, scale.idle_sessions).await;
-        drop(server);
-        println!(
-            "per idle SSE connection ({}): {:>8.0} bytes",
-            scale.idle_conns, sse
-        );
-        println!(
-            "per idle WebSocket ({}):      {:>8.0} bytes",
-            scale.idle_conns, ws
-        );
-        println!(
-            "per idle session of 20 events ({}, memory store): {:>8.0} bytes",
-            scale.idle_sessions, per_session
-        );
-        report["memory"] = json!({
-            "idle_connections": scale.idle_conns, "sse_bytes_per_connection": sse,
-            "ws_bytes_per_connection": ws, "idle_sessions": scale.idle_sessions,
-            "bytes_per_idle_session": per_session,
-        });
+        let mut rows = Vec::new();
+        for (name, bin) in builds() {
+            servers::use_build(bin);
+            // A fresh server for each: memory freed by one measurement would
+            // be reused by the next without showing in its RSS.
+            let server = servers::projector("memory", &dir, &[]);
+            let sse = idle_conns(&server, Transport::Sse, scale.idle_conns).await;
+            drop(server);
+            let server = servers::projector("memory", &dir, &[]);
+            let ws = idle_conns(&server, Transport::Ws, scale.idle_conns).await;
+            drop(server);
+            let server = servers::projector("memory", &dir, &[]);
+            let per_session = idle_sessions(&server, scale.idle_sessions).await;
+            drop(server);
+            println!(
+                "{name:<16} per idle SSE connection ({}): {:>8.0} bytes",
+                scale.idle_conns, sse
+            );
+            println!(
+                "{name:<16} per idle WebSocket ({}):      {:>8.0} bytes",
+                scale.idle_conns, ws
+            );
+            println!(
+                "{name:<16} per idle session of 20 events ({}, memory store): {:>8.0} bytes",
+                scale.idle_sessions, per_session
+            );
+            rows.push(json!({
+                "server": name,
+                "idle_connections": scale.idle_conns, "sse_bytes_per_connection": sse,
+                "ws_bytes_per_connection": ws, "idle_sessions": scale.idle_sessions,
+                "bytes_per_idle_session": per_session,
+            }));
+        }
+        servers::use_build(None);
+        report["memory"] = json!(rows);
     }
 
     if section("replay") {

@@ -59,6 +59,14 @@ fn wait_for_addr(child: &mut Child, marker: &str) -> SocketAddr {
     panic!("server exited before listening");
 }
 
+static BUILD: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Start the servers that follow from the binary at `bin` (`None`: the
+/// default build).
+pub fn use_build(bin: Option<String>) {
+    *BUILD.lock().unwrap() = bin;
+}
+
 /// agent-projector with limits opened up for load, on `store`.
 pub fn projector(store: &str, data_dir: &std::path::Path, extra_env: &[(&str, &str)]) -> Server {
     projector_with(store, data_dir, &[], extra_env)
@@ -72,9 +80,14 @@ pub fn projector_with(
     extra_env: &[(&str, &str)],
 ) -> Server {
     // `LOAD_PROJECTOR_BIN` runs another build (e.g. a copy of the binary
-    // before a change) in place of this one.
-    let bin = std::env::var("LOAD_PROJECTOR_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_agent-projector").to_string());
+    // before a change) in place of this one; `use_build` picks one for a
+    // section run against several.
+    let bin = BUILD
+        .lock()
+        .unwrap()
+        .clone()
+        .or_else(|| std::env::var("LOAD_PROJECTOR_BIN").ok())
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_agent-projector").to_string());
     let mut cmd = Command::new(bin);
     cmd.args(["--listen", "127.0.0.1:0", "--store", store, "--data-dir"])
         .arg(data_dir)
