@@ -485,6 +485,32 @@ fn main() {
     println!("wrote {path}");
 }
 
+/// Run the fan-out scenarios `keep` accepts (by transport and subscribers
+/// per session) against `server`, printing each as `name`.
+async fn scenarios(
+    server: &Server,
+    name: &str,
+    runs: &[(Transport, usize, usize, u64)],
+    scale: Scale,
+    keep: impl Fn(Transport, usize) -> bool,
+) -> Vec<Value> {
+    let mut rows = Vec::new();
+    for &(t, sessions, per, rate) in runs.iter().filter(|r| keep(r.0, r.2)) {
+        // `rate` is per session for the many-sessions runs.
+        let total_rate = if sessions > 1 {
+            rate * sessions as u64
+        } else {
+            rate
+        };
+        let f = fanout(server, t, sessions, per, total_rate, scale).await;
+        print_fanout(name, &f);
+        let mut r = row(&f);
+        r["server"] = json!(name);
+        rows.push(r);
+    }
+    rows
+}
+
 /// The builds the fan-out and memory sections run against: this one, and
 /// with `LOAD_BASELINE_BIN` another (named "before"), in the same run.
 fn builds() -> Vec<(&'static str, Option<String>)> {
@@ -600,60 +626,23 @@ async fn run(scale: Scale) -> Value {
         for (name, bin) in builds() {
             servers::use_build(bin);
             let ours = servers::projector("memory", &dir, &[]);
-            for &(t, sessions, per, rate) in &runs {
-                // `rate` is per session for the many-sessions runs.
-                let total_rate = if sessions > 1 {
-                    rate * sessions as u64
-                } else {
-                    rate
-                };
-                let f = fanout(&ours, t, sessions, per, total_rate, scale).await;
-                print_fanout(name, &f);
-                let mut r = row(&f);
-                r["server"] = json!(name);
-                fan_rows.push(r);
-            }
+            fan_rows.extend(scenarios(&ours, name, &runs, scale, |_, _| true).await);
         }
         servers::use_build(None);
         let floors = std::env::var("LOAD_FLOOR").unwrap_or_default();
         for (name, shards) in [("floor", 0), ("floor-sharded", 2)] {
             let kind = if shards == 0 { "task" } else { "shard" };
-            if !floors.split(',').any(|f| f == kind) {
-                continue;
-            }
-            let floor = servers::floor(shards);
-            for &(t, sessions, per, rate) in &runs {
-                if t != Transport::Sse {
-                    continue; // the floor speaks plain SSE only
-                }
-                let total_rate = if sessions > 1 {
-                    rate * sessions as u64
-                } else {
-                    rate
-                };
-                let f = fanout(&floor, t, sessions, per, total_rate, scale).await;
-                print_fanout(name, &f);
-                let mut r = row(&f);
-                r["server"] = json!(name);
-                fan_rows.push(r);
+            if floors.split(',').any(|f| f == kind) {
+                let floor = servers::floor(shards);
+                // The floor speaks plain SSE only.
+                let sse = |t, _| t == Transport::Sse;
+                fan_rows.extend(scenarios(&floor, name, &runs, scale, sse).await);
             }
         }
         if let Some(a) = &anchor {
-            for &(t, sessions, per, rate) in &runs {
-                if t == Transport::Ws || per > 1000 {
-                    continue; // the anchor has no WebSocket; see docs/BENCHMARKS.md on 10,000
-                }
-                let total_rate = if sessions > 1 {
-                    rate * sessions as u64
-                } else {
-                    rate
-                };
-                let f = fanout(a, t, sessions, per, total_rate, scale).await;
-                print_fanout("anchor", &f);
-                let mut r = row(&f);
-                r["server"] = json!("anchor");
-                fan_rows.push(r);
-            }
+            // The anchor has no WebSocket; see docs/BENCHMARKS.md on 10,000.
+            let keep = |t, per| t != Transport::Ws && per <= 1000;
+            fan_rows.extend(scenarios(a, "anchor", &runs, scale, keep).await);
         }
         report["fanout"] = json!(fan_rows);
     }
