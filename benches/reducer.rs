@@ -5,35 +5,18 @@
 //! `serde_json::Value` parsing of the same 1,000-event body.
 //! `cargo bench --bench reducer`.
 
-use agent_projector::event::{normalize, Fact, Limits};
+#[path = "support/reducer_facts.rs"]
+mod reducer_facts;
+
 use agent_projector::projection::{Projection, ProjectionConfig};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use reducer_facts::facts;
 use serde_json::json;
 
 /// The server's allocator, so that the figures are the server's.
 #[cfg(not(target_env = "msvc"))]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-fn facts(n: usize, mixed: bool) -> Vec<Fact> {
-    (0..n)
-        .map(|k| {
-            let raw = if !mixed {
-                json!({"id": format!("e{k}"), "type": "text.delta", "runId": "r", "sequence": k + 1, "payload": {"delta": "token "}})
-            } else {
-                match k % 20 {
-                    0 => json!({"id": format!("e{k}"), "type": "tool.started", "runId": "r", "sequence": k + 1, "toolCallId": format!("t{k}"), "payload": {"toolName": "grep", "input": {"q": "x"}}}),
-                    1 => json!({"id": format!("e{k}"), "type": "tool.result", "runId": "r", "sequence": k + 1, "toolCallId": format!("t{}", k - 1), "payload": {"summary": "2 hits"}, "refIds": ["o1"]}),
-                    10 => json!({"id": format!("e{k}"), "type": "action.required", "runId": "r", "sequence": k + 1, "actionId": format!("a{k}")}),
-                    11 => json!({"id": format!("e{k}"), "type": "action.resolved", "runId": "r", "sequence": k + 1, "actionId": format!("a{}", k - 1), "payload": {"decision": "approved"}}),
-                    15 => json!({"id": format!("e{k}"), "type": "artifact.changed", "runId": "r", "sequence": k + 1, "artifactId": format!("f{k}"), "payload": {"title": "a.md"}}),
-                    _ => json!({"id": format!("e{k}"), "type": "text.delta", "runId": "r", "sequence": k + 1, "payload": {"delta": "token "}}),
-                }
-            };
-            normalize(raw, &Limits::default()).unwrap().fact
-        })
-        .collect()
-}
 
 fn bench(c: &mut Criterion) {
     let cfg = ProjectionConfig::default();

@@ -3,7 +3,7 @@
 //! travels as a `data-actions` chunk; the action card goes into the
 //! assistant message only inside a message context.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::plans::MAX_PLAN_CHARS;
 use super::public_state::{ActionEntry, ActionRequest, Severity};
@@ -71,15 +71,55 @@ impl<'a> Reducer<'a> {
     }
 
     /// The `data-action-request` card: the entry as the snapshot has it,
-    /// minus the bookkeeping cursors and message id.
+    /// minus the bookkeeping cursors and message id. Built field by field
+    /// (not as the entry's whole `Value` with keys then removed), in the
+    /// key order that removal gave: `serde_json`'s `Map::remove` under
+    /// `preserve_order` is a swap-remove (the last key takes the removed
+    /// one's place), and the card's bytes are part of the wire contract.
     fn action_card(e: &ActionEntry) -> Value {
-        let mut v = serde_json::to_value(e).unwrap_or_else(|_| json!({}));
-        if let Value::Object(m) = &mut v {
-            for k in ["messageId", "requestedCursor", "resolvedCursor"] {
-                m.remove(k);
+        let s = |v: &String| Value::String(v.clone());
+        let os = |k: &'static str, v: &Option<String>| v.as_ref().map(|v| (k, s(v)));
+        let ov = |k: &'static str, v: &Option<Value>| v.as_ref().map(|v| (k, v.clone()));
+        let on = |k: &'static str, v: Option<u64>| v.map(|v| (k, Value::from(v)));
+        let r = &e.request;
+        // The entry's keys in its `Serialize` order (the request flattened).
+        let keys = [
+            Some(("actionId", s(&e.action_id))),
+            Some(("status", s(&e.status))),
+            os("actionType", &e.action_type),
+            os("title", &e.title),
+            os("decision", &e.decision),
+            os("toolCallId", &e.tool_call_id),
+            os("requestedBy", &e.requested_by),
+            e.message_id.as_ref().map(|_| ("messageId", Value::Null)),
+            on("requestedCursor", e.requested_cursor),
+            on("resolvedCursor", e.resolved_cursor),
+            os("question", &r.question),
+            os("detail", &r.detail),
+            ov("options", &r.options),
+            ov("schema", &r.schema),
+            os("toolName", &r.tool_name),
+            ov("input", &r.input),
+            os("risk", &r.risk),
+            ov("scope", &r.scope),
+            ov("plan", &r.plan),
+            ov("grant", &r.grant),
+            ov("credential", &r.credential),
+            os("artifactId", &r.artifact_id),
+            os("versionId", &r.version_id),
+            os("expiresAt", &r.expires_at),
+        ];
+        let mut fields: Vec<(&'static str, Value)> = keys.into_iter().flatten().collect();
+        for k in ["messageId", "requestedCursor", "resolvedCursor"] {
+            if let Some(i) = fields.iter().position(|(f, _)| *f == k) {
+                fields.swap_remove(i);
             }
         }
-        v
+        let mut m = serde_json::Map::with_capacity(fields.len());
+        for (k, v) in fields {
+            m.insert(k.to_string(), v);
+        }
+        Value::Object(m)
     }
 
     /// What a `credential_request` asks for: `{name, kind, provider}` from
@@ -219,5 +259,72 @@ impl<'a> Reducer<'a> {
             self.resume_if_unblocked();
         }
         self.touch("actions", aid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The card as it was built before: the entry's whole `Value`, then
+    /// the bookkeeping keys removed (a swap-remove under `preserve_order`).
+    fn card_by_removal(e: &ActionEntry) -> Value {
+        let mut v = serde_json::to_value(e).unwrap();
+        if let Value::Object(m) = &mut v {
+            for k in ["messageId", "requestedCursor", "resolvedCursor"] {
+                m.remove(k);
+            }
+        }
+        v
+    }
+
+    #[test]
+    fn the_action_card_has_the_bytes_of_the_entry_minus_bookkeeping() {
+        let full = ActionRequest {
+            question: Some("ok? \"q\" é".into()),
+            detail: Some("d".into()),
+            options: Some(json!(["yes", {"label": "no"}])),
+            schema: Some(json!({"type": "object", "b": {}, "a": {}})),
+            tool_name: Some("grep".into()),
+            input: Some(json!({"q": 1})),
+            risk: Some("high".into()),
+            scope: Some(json!("repo")),
+            plan: Some(json!("p")),
+            grant: Some(json!({"fs": "rw"})),
+            credential: Some(json!({"name": "gh"})),
+            artifact_id: Some("f1".into()),
+            version_id: Some("v2".into()),
+            expires_at: Some("2026-01-01".into()),
+        };
+        let one = ActionRequest {
+            question: Some("q".into()),
+            ..ActionRequest::default()
+        };
+        for request in [ActionRequest::default(), one, full] {
+            for mask in 0..64u32 {
+                let bit = |b: u32| mask & (1 << b) != 0;
+                let text = |b: u32, v: &str| bit(b).then(|| v.to_string());
+                let e = ActionEntry {
+                    action_id: "a1".into(),
+                    status: "pending".into(),
+                    action_type: text(0, "approval"),
+                    title: text(1, "T"),
+                    decision: text(2, "approved"),
+                    tool_call_id: text(3, "t1"),
+                    message_id: text(4, "msg-1"),
+                    requested_by: text(2, "agent"),
+                    requested_cursor: bit(5).then_some(3),
+                    resolved_cursor: (bit(5) == bit(2)).then_some(u64::MAX),
+                    request: request.clone(),
+                };
+                let (want, got) = (card_by_removal(&e), Reducer::action_card(&e));
+                assert_eq!(
+                    serde_json::to_string(&got).unwrap(),
+                    serde_json::to_string(&want).unwrap(),
+                    "mask {mask}"
+                );
+            }
+        }
     }
 }

@@ -5,7 +5,25 @@
 use serde_json::{json, Value};
 
 use super::public_state::{ArtifactEntry, Severity, UiLocalEntry, MAX_UI_LOCAL};
-use super::reducer::{merge, nonempty, push_unique, truncate, Reducer};
+use super::reducer::{nonempty, push_unique, truncate, Reducer};
+
+/// The `data-artifact-card` of an entry: `{artifactId, title?, kind?,
+/// versionId?, refs}`, in that key order.
+fn artifact_card(e: &ArtifactEntry) -> Value {
+    let mut m = serde_json::Map::with_capacity(5);
+    m.insert("artifactId".into(), e.artifact_id.clone().into());
+    for (k, v) in [
+        ("title", &e.title),
+        ("kind", &e.kind),
+        ("versionId", &e.version_id),
+    ] {
+        if let Some(v) = v {
+            m.insert(k.into(), v.clone().into());
+        }
+    }
+    m.insert("refs".into(), e.refs.clone().into());
+    Value::Object(m)
+}
 
 impl Reducer<'_> {
     /// A fact the UI owns: listed in `uiLocal` with a warning, never applied.
@@ -125,11 +143,7 @@ impl Reducer<'_> {
             e.updated_cursor = cursor;
             if let Some(m) = &msg {
                 e.message_id = Some(m.clone());
-                let mut card = json!({"artifactId": aid});
-                merge(
-                    &mut card,
-                    json!({"title": e.title, "kind": e.kind, "versionId": e.version_id, "refs": e.refs}),
-                );
+                let card = artifact_card(e);
                 self.put_data_part(m, "artifact-card", &aid, card);
             }
             self.touch("artifacts", aid);
@@ -180,6 +194,44 @@ impl Reducer<'_> {
         let fatal = self.first_value(&["fatal"]).and_then(|v| v.as_bool()) == Some(true);
         if class != "diagnostic.changed" && fatal {
             self.on_run_end();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::projection::reducer::merge;
+
+    #[test]
+    fn the_artifact_card_has_the_bytes_of_the_merged_card() {
+        for mask in 0..16u32 {
+            let text = |b: u32, v: &str| (mask & (1 << b) != 0).then(|| v.to_string());
+            let e = ArtifactEntry {
+                artifact_id: "f1".into(),
+                title: text(0, "a \"b\" é.md"),
+                kind: text(1, "doc"),
+                status: Some("changed".into()),
+                version_id: text(2, "v1"),
+                path: None,
+                refs: if mask & 8 != 0 {
+                    vec!["r1".into(), "r2".into()]
+                } else {
+                    vec![]
+                },
+                message_id: None,
+                updated_cursor: 1,
+            };
+            // What the reducer built before: a `Value` merged into another.
+            let mut want = json!({"artifactId": e.artifact_id});
+            merge(
+                &mut want,
+                json!({"title": e.title, "kind": e.kind, "versionId": e.version_id, "refs": e.refs}),
+            );
+            assert_eq!(
+                serde_json::to_string(&artifact_card(&e)).unwrap(),
+                serde_json::to_string(&want).unwrap()
+            );
         }
     }
 }

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::chunk::{Chunk, ChunkOut, Origin, RawJson};
 use super::public_state::{Diagnostic, PublicState, Runtime, Severity, TimelineEntry};
 use super::sequence::Sequencer;
+use super::ui_message::same_id;
 use super::{Applied, Finding, ProjectionConfig};
 use crate::event::Fact;
 
@@ -40,6 +41,15 @@ pub struct Bookkeeping {
     /// named one (`payload.controlUrl`). Internal topology: never shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_url: Option<String>,
+}
+
+impl Bookkeeping {
+    /// Whether `id` was ever a text/reasoning part id of message `msg`.
+    pub fn part_id_used(&self, msg: &str, id: &str) -> bool {
+        self.part_ids
+            .get(msg)
+            .is_some_and(|v| v.iter().any(|(p, _)| same_id(p, id)))
+    }
 }
 
 /// The context of one `Projection::apply`.
@@ -309,21 +319,24 @@ impl<'a> Reducer<'a> {
         self.diag(code, Severity::Warning, message);
     }
 
-    /// Add the fact's timeline entry.
+    /// Add the fact's timeline entry. A full timeline's oldest entry is
+    /// taken out and refilled (`clone_from` reuses its strings).
     pub fn timeline(&mut self) {
-        self.state.timeline.push_back(TimelineEntry {
-            cursor: self.cursor,
-            event_id: self.fact.id.clone(),
-            class: self.fact.class.clone(),
-            source_class: self.fact.source_class.clone(),
-            status: self.fact.status.clone(),
-            title: self.fact.title.as_ref().map(|t| truncate(t, 200)),
-            timestamp: self.fact.timestamp.clone(),
-            taxonomy: (self.fact.taxonomy != Default::default())
-                .then(|| self.fact.taxonomy.clone()),
-        });
-        while self.state.timeline.len() > self.cfg.max_timeline {
-            self.state.timeline.pop_front();
+        let (f, max) = (self.fact, self.cfg.max_timeline);
+        let tl = &mut self.state.timeline;
+        let oldest = (max > 0 && tl.len() >= max).then(|| tl.pop_front());
+        let mut e: TimelineEntry = oldest.flatten().unwrap_or_default();
+        e.cursor = self.cursor;
+        e.event_id.clone_from(&f.id);
+        e.class.clone_from(&f.class);
+        e.source_class.clone_from(&f.source_class);
+        e.status.clone_from(&f.status);
+        e.title = f.title.as_ref().map(|t| truncate(t, 200));
+        e.timestamp.clone_from(&f.timestamp);
+        e.taxonomy = (f.taxonomy != Default::default()).then(|| f.taxonomy.clone());
+        tl.push_back(e);
+        while tl.len() > max {
+            tl.pop_front();
         }
     }
 

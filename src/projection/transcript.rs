@@ -8,7 +8,7 @@ use serde_json::json;
 use super::chunk::Chunk;
 use super::public_state::Severity;
 use super::reducer::{nonempty, Reducer};
-use super::ui_message::{same_id, Message, MessageStatus, Part, Role};
+use super::ui_message::{generated_part_id, Message, MessageStatus, Part, Role};
 
 /// Whether an open part is text or reasoning.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -42,16 +42,20 @@ impl<'a> Reducer<'a> {
 
     /// The open assistant message of this fact's agent and turn, if any.
     pub fn open_assistant(&self) -> Option<String> {
-        if let Some(id) = self.explicit_message_id() {
-            return self
-                .msg(&id)
-                .filter(|m| m.status == MessageStatus::Streaming)
-                .map(|m| m.id.clone());
+        match self.explicit_message_id() {
+            Some(id) => self.streaming(&id),
+            None => self.current_open(),
         }
-        let id = self.books.current.get(self.message_key())?;
-        self.msg(id)
-            .filter(|m| m.status == MessageStatus::Streaming)
-            .map(|m| m.id.clone())
+    }
+
+    /// The agent and turn's current message, if open (no message named).
+    fn current_open(&self) -> Option<String> {
+        self.streaming(self.books.current.get(self.message_key())?)
+    }
+
+    fn streaming(&self, id: &str) -> Option<String> {
+        let m = self.msg(id)?;
+        (m.status == MessageStatus::Streaming).then(|| m.id.clone())
     }
 
     /// True when the fact belongs to an assistant message context: it names
@@ -72,7 +76,7 @@ impl<'a> Reducer<'a> {
             self.books.current.insert(key, id.clone());
             return id;
         }
-        if let Some(id) = self.open_assistant() {
+        if let Some(id) = self.current_open() {
             return id;
         }
         let id = self.fresh_message_id(format!("msg-{}", self.cursor));
@@ -183,22 +187,15 @@ impl<'a> Reducer<'a> {
         }
     }
 
-    fn part_id_used(&self, msg: &str, id: &str) -> bool {
-        self.books
-            .part_ids
-            .get(msg)
-            .is_some_and(|v| v.iter().any(|(p, _)| same_id(p, id)))
-    }
-
     /// Start a new text or reasoning part; returns its chunk id.
     fn start_part(&mut self, msg: &str, kind: Stream) -> Option<String> {
         let idx = self.msg(msg)?.parts.len();
         let id = match nonempty(self.fact.ids.part_id.as_deref()) {
-            Some(p) if !self.part_id_used(msg, &p) => p,
+            Some(p) if !self.books.part_id_used(msg, &p) => p,
             _ => {
                 let letter = if kind == Stream::Text { 't' } else { 'r' };
-                let mut id = format!("{msg}-{letter}{idx}");
-                while self.part_id_used(msg, &id) {
+                let mut id = generated_part_id(msg, letter, idx);
+                while self.books.part_id_used(msg, &id) {
                     id.push('x');
                 }
                 id

@@ -319,7 +319,7 @@ pub struct Diagnostic {
 }
 
 /// One compact timeline entry per applied fact.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TimelineEntry {
     pub cursor: u64,

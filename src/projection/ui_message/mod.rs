@@ -108,6 +108,28 @@ pub fn same_id(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().rev().eq(b.bytes().rev())
 }
 
+/// The chunk id the reducer gives a new text (`t`) or reasoning (`r`)
+/// part at index `idx` of message `msg`: `{msg}-{letter}{idx}`, written
+/// without the formatting machinery (it runs for every new segment).
+pub fn generated_part_id(msg: &str, letter: char, idx: usize) -> String {
+    let mut digits = [0u8; 20];
+    let (mut n, mut at) = (idx, digits.len());
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut id = String::with_capacity(msg.len() + 2 + digits.len() - at);
+    id.push_str(msg);
+    id.push('-');
+    id.push(letter);
+    id.extend(digits[at..].iter().map(|&d| char::from(d)));
+    id
+}
+
 impl Message {
     /// An empty message.
     pub fn new(id: impl Into<String>, role: Role, created_cursor: u64) -> Self {
@@ -448,6 +470,18 @@ impl Message {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn generated_part_ids_read_as_formatted() {
+        for idx in [0, 1, 9, 10, 99, 100, 12345, usize::MAX] {
+            for letter in ['t', 'r'] {
+                assert_eq!(
+                    generated_part_id("msg-1", letter, idx),
+                    format!("msg-1-{letter}{idx}")
+                );
+            }
+        }
+    }
 
     #[test]
     fn text_delta_without_start_is_rejected_and_changes_nothing() {
