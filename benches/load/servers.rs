@@ -82,9 +82,8 @@ pub fn projector_with(
     // `LOAD_PROJECTOR_BIN` runs another build (e.g. a copy of the binary
     // before a change) in place of this one; `use_build` picks one for a
     // section run against several.
-    let bin = BUILD
-        .lock()
-        .unwrap()
+    let baseline = BUILD.lock().unwrap().clone();
+    let bin = baseline
         .clone()
         .or_else(|| std::env::var("LOAD_PROJECTOR_BIN").ok())
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_agent-projector").to_string());
@@ -98,12 +97,16 @@ pub fn projector_with(
         .env("PROJECTOR_LIMITS__INGEST_EVENTS_PER_SEC_PER_TOKEN", "0")
         .env("PROJECTOR_LIMITS__MAX_SUBSCRIBERS_PER_SESSION", "100000")
         .env("PROJECTOR_LIMITS__MAX_SUBSCRIBERS", "100000")
-        .env("PROJECTOR_HTTP__COMPRESSED_STREAMS_MAX", "100000")
         .env("PROJECTOR_LIMITS__MAX_LIVE_SESSIONS", "1000000")
         .env("PROJECTOR_SESSIONS__IDLE_EVICT_SECS", "3600")
         .env("PROJECTOR_STORAGE__MIN_FREE_BYTES", "0")
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
+    // A baseline may predate compression, and the config refuses keys it
+    // does not know.
+    if baseline.is_none() {
+        cmd.env("PROJECTOR_HTTP__COMPRESSED_STREAMS_MAX", "100000");
+    }
     for (k, v) in extra_env {
         cmd.env(k, v);
     }
