@@ -103,10 +103,8 @@ async fn connection(mut s: TcpStream, sessions: Sessions) {
             if let Some(i) = memchr::memmem::find(&buf, b"\r\n\r\n") {
                 break i + 4;
             }
-            let mut chunk = [0u8; 4096];
-            match s.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            if !read_more(&mut s, &mut buf).await {
+                return;
             }
         };
         let head = String::from_utf8_lossy(&buf[..end]).to_string();
@@ -126,10 +124,8 @@ async fn connection(mut s: TcpStream, sessions: Sessions) {
             })
             .unwrap_or(0);
         while buf.len() < len {
-            let mut chunk = [0u8; 4096];
-            match s.read(&mut chunk).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            if !read_more(&mut s, &mut buf).await {
+                return;
             }
         }
         let body: Vec<u8> = buf.drain(..len).collect();
@@ -142,6 +138,18 @@ async fn connection(mut s: TcpStream, sessions: Sessions) {
         };
         if s.write_all(resp).await.is_err() {
             return;
+        }
+    }
+}
+
+/// Append what the client sent next to `buf`; false once it is gone.
+async fn read_more(s: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
+    let mut chunk = [0u8; 4096];
+    match s.read(&mut chunk).await {
+        Ok(0) | Err(_) => false,
+        Ok(n) => {
+            buf.extend_from_slice(&chunk[..n]);
+            true
         }
     }
 }
