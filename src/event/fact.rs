@@ -109,6 +109,24 @@ pub struct Taxonomy {
     pub topology: Option<String>,
 }
 
+impl Taxonomy {
+    /// True when the envelope named none of the fields.
+    pub fn is_empty(&self) -> bool {
+        let Taxonomy {
+            owner,
+            scope,
+            phase,
+            surface,
+            persistence,
+            control,
+            topology,
+        } = self;
+        [owner, scope, phase, surface, persistence, control, topology]
+            .iter()
+            .all(|f| f.is_none())
+    }
+}
+
 /// One normalised runtime fact.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

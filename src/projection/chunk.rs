@@ -5,6 +5,7 @@
 //! `data-<name>`.
 
 use std::cell::RefCell;
+use std::sync::Arc;
 
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
@@ -118,7 +119,8 @@ pub enum Chunk {
     Data {
         name: String,
         id: Option<String>,
-        data: Value,
+        /// Shared with the message part it fills (built once, never copied).
+        data: Arc<Value>,
         transient: bool,
     },
     /// The `data-<name>` chunk of a session surface entry (`data-tools`,
@@ -189,7 +191,7 @@ impl Chunk {
             t if t.starts_with("data-") && t.len() > 5 => Some(Chunk::Data {
                 name: t[5..].to_string(),
                 id: s("id"),
-                data: v.get("data").cloned().unwrap_or(Value::Null),
+                data: Arc::new(v.get("data").cloned().unwrap_or(Value::Null)),
                 transient: v.get("transient").and_then(Value::as_bool) == Some(true),
             }),
             _ => None,
@@ -250,7 +252,7 @@ impl Chunk {
         Chunk::Data {
             name: name.into(),
             id: Some(id.into()),
-            data,
+            data: Arc::new(data),
             transient: false,
         }
     }

@@ -32,6 +32,7 @@ mod reducer;
 mod repair;
 mod runtime;
 pub mod sequence;
+mod surface_json;
 mod team;
 mod tools;
 mod transcript;
@@ -240,8 +241,9 @@ impl Projection {
 
 /// Route one fact by its canonical class.
 fn dispatch(cx: &mut Reducer<'_>) {
-    let class = cx.fact.class.clone();
-    if !classes::is_known(&class) {
+    let fact = cx.fact;
+    let class = fact.class.as_str();
+    if !classes::is_known(class) {
         cx.diag(
             "unknown_event_class",
             public_state::Severity::Info,
@@ -257,12 +259,12 @@ fn dispatch(cx: &mut Reducer<'_>) {
         return;
     }
     let user_text = class.starts_with("text.") && cx.fact.payload_str("role") == Some("user");
-    if runtime::is_work(&class) && !user_text {
+    if runtime::is_work(class) && !user_text {
         cx.on_work();
     } else if class == "action.required" {
         cx.check_turn_open();
     }
-    match class.as_str() {
+    match class {
         "turn.submitted" => cx.on_submitted(),
         "run.started" => cx.on_run_started(),
         "run.status" => cx.on_run_status(),

@@ -2,7 +2,8 @@
 //! change, the fact being folded, and the output (chunks, findings). Owns the
 //! shared helpers: reading fact fields, emitting message chunks through
 //! `Message::apply`, recording diagnostics and findings, and turning touched
-//! surface entries into `data-<surface>` chunks at the end of a fact.
+//! surface entries into `data-<surface>` chunks at the end of a fact (their
+//! JSON comes from `surface_json.rs`).
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
@@ -75,9 +76,10 @@ pub fn nonempty(s: Option<&str>) -> Option<String> {
     nonblank(s).map(str::to_string)
 }
 
-/// A non-empty string, borrowed.
+/// A non-empty string, borrowed. Ids almost always start with a visible
+/// ASCII character, which settles it without trimming.
 pub fn nonblank(s: Option<&str>) -> Option<&str> {
-    s.filter(|s| !s.trim().is_empty())
+    s.filter(|s| s.as_bytes().first().is_some_and(u8::is_ascii_graphic) || !s.trim().is_empty())
 }
 
 /// At most `max` characters of `s` (on a char boundary), with `…` when cut.
@@ -320,12 +322,21 @@ impl<'a> Reducer<'a> {
     }
 
     /// Add the fact's timeline entry. A full timeline's oldest entry is
-    /// taken out and refilled (`clone_from` reuses its strings).
+    /// refilled where it is (`clone_from` reuses its strings) and rotated to
+    /// the back: an entry is a few hundred bytes, not moved out and in.
     pub fn timeline(&mut self) {
         let (f, max) = (self.fact, self.cfg.max_timeline);
         let tl = &mut self.state.timeline;
-        let oldest = (max > 0 && tl.len() >= max).then(|| tl.pop_front());
-        let mut e: TimelineEntry = oldest.flatten().unwrap_or_default();
+        while tl.len() > max {
+            tl.pop_front();
+        }
+        let full = max > 0 && tl.len() == max;
+        if !full {
+            tl.push_back(TimelineEntry::default());
+        }
+        let Some(e) = (if full { tl.front_mut() } else { tl.back_mut() }) else {
+            return;
+        };
         e.cursor = self.cursor;
         e.event_id.clone_from(&f.id);
         e.class.clone_from(&f.class);
@@ -333,8 +344,14 @@ impl<'a> Reducer<'a> {
         e.status.clone_from(&f.status);
         e.title = f.title.as_ref().map(|t| truncate(t, 200));
         e.timestamp.clone_from(&f.timestamp);
-        e.taxonomy = (f.taxonomy != Default::default()).then(|| f.taxonomy.clone());
-        tl.push_back(e);
+        match (&mut e.taxonomy, f.taxonomy.is_empty()) {
+            (t, true) => *t = None,
+            (Some(t), false) => t.clone_from(&f.taxonomy),
+            (t, false) => *t = Some(f.taxonomy.clone()),
+        }
+        if full {
+            tl.rotate_left(1);
+        }
         while tl.len() > max {
             tl.pop_front();
         }
@@ -357,7 +374,7 @@ impl<'a> Reducer<'a> {
                 .count();
         }
         for (surface, id) in std::mem::take(&mut self.touched) {
-            if let Some(data) = self.surface_json(surface, &id) {
+            if let Some(data) = super::surface_json::entry_json(self.state, surface, &id) {
                 self.out.chunks.push(ChunkOut {
                     message_id: None,
                     role: None,
@@ -422,90 +439,5 @@ impl<'a> Reducer<'a> {
             self.books.part_ids.shift_remove(&m.id);
         }
         bound_map(&mut self.books.current, max);
-    }
-
-    /// The current JSON of a touched surface entry (None if it was dropped),
-    /// written straight from the entry (no `Value` in between).
-    fn surface_json(&self, surface: &str, id: &str) -> Option<RawJson> {
-        let st = &*self.state;
-        let j = |v: Option<&dyn erased::Ser>| v.map(|v| v.to_json());
-        match surface {
-            "tools" => j(st.tools.get(id).map(|v| v as _)),
-            "actions" => j(st.actions.get(id).map(|v| v as _)),
-            "artifacts" => j(st.artifacts.get(id).map(|v| v as _)),
-            "evidence" => j(st.evidence.get(id).map(|v| v as _)),
-            "tasks" => j(st.tasks.get(id).map(|v| v as _)),
-            "agents" => j(st.agents.get(id).map(|v| v as _)),
-            "diagnostics" => j(st.diagnostics.iter().find(|d| d.id == id).map(|v| v as _)),
-            "queue" => Some(RawJson::of(&st.queue)),
-            "context" => raw(&st.context),
-            "permissions" => raw(&st.permissions),
-            "plans" => j(st.plans.get(id).map(|v| v as _)),
-            "app" => Some(RawJson::of(&st.app)),
-            "topology" => Some(RawJson::of(&json!({"topology": st.topology}))),
-            "team" => team_json(st, id),
-            "coding" => coding_json(st, id),
-            "session" => raw(&st.session),
-            "toolCatalog" => raw(&st.tool_catalog),
-            "uiLocal" => j(st
-                .ui_local
-                .iter()
-                .find(|e| e.event_id == id)
-                .map(|v| v as _)),
-            _ => None,
-        }
-    }
-}
-
-/// `value` as JSON, `None` if it cannot be encoded.
-fn raw<T: Serialize + ?Sized>(value: &T) -> Option<RawJson> {
-    RawJson::try_of(value)
-}
-
-fn find_by<'v>(list: &'v [Value], key: &str, id: &str) -> Option<&'v Value> {
-    list.iter()
-        .find(|v| v.get(key).and_then(Value::as_str) == Some(id))
-}
-
-fn team_json(st: &PublicState, id: &str) -> Option<RawJson> {
-    let t = &st.team;
-    let (kind, rest) = id.split_once(':').unwrap_or((id, ""));
-    match kind {
-        "roster" => Some(RawJson::of(&t.roster)),
-        "edges" => raw(&t.edges),
-        "info" => Some(RawJson::of(&t.info)),
-        "handoff" => find_by(&t.handoffs, "handoffId", rest).map(RawJson::of),
-        "review" => find_by(&t.reviews, "reviewId", rest).map(RawJson::of),
-        "notification" => find_by(&t.notifications, "notificationId", rest).map(RawJson::of),
-        "channel" => find_by(&t.channels, "channelId", rest).map(RawJson::of),
-        _ => None,
-    }
-}
-
-fn coding_json(st: &PublicState, id: &str) -> Option<RawJson> {
-    let c = &st.coding;
-    let (kind, rest) = id.split_once(':')?;
-    let v = match kind {
-        "file" => c.files.get(rest),
-        "patch" => c.patches.get(rest),
-        "command" => c.commands.get(rest),
-        "test" => c.tests.get(rest),
-        "block" => find_by(&c.blocks, "blockId", id),
-        _ => None,
-    };
-    v.map(RawJson::of)
-}
-
-/// Object-safe "serialise to JSON" for the surface lookup above.
-mod erased {
-    use super::RawJson;
-
-    pub trait Ser {
-        fn to_json(&self) -> RawJson;
-    }
-    impl<T: serde::Serialize> Ser for T {
-        fn to_json(&self) -> RawJson {
-            RawJson::of(self)
-        }
     }
 }

@@ -30,8 +30,10 @@ fn phase_status(phase: &str) -> Option<&'static str> {
 
 /// Classes whose facts show that work is happening.
 pub fn is_work(class: &str) -> bool {
+    // The class's first word, found bytewise (this runs for every fact).
+    let head = &class[..class.bytes().position(|b| b == b'.').unwrap_or(class.len())];
     (matches!(
-        class.split('.').next().unwrap_or(""),
+        head,
         "text" | "reasoning" | "tool" | "plan" | "patch" | "command" | "test" | "file"
     ) && class != "tool.catalog.resolved")
         || class == "model.requested"

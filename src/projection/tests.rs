@@ -742,3 +742,12 @@ fn a_failed_run_emits_the_error_chunk_then_finish() {
     assert_eq!(chunk_types(&a), ["text-end", "finish"]);
     r.assert_replay();
 }
+
+#[test]
+fn a_message_part_stays_small() {
+    // A message's parts are all as large as the largest kind: a tool part's
+    // JSON values are boxed, a data part's value shared with its chunk, so
+    // that the text parts of a long message do not pay for them.
+    let size = std::mem::size_of::<Part>();
+    assert!(size <= 128, "Part is {size} bytes");
+}

@@ -501,7 +501,12 @@ fn bounds_are_respected() {
                 .turn(&t)
                 .tool(&format!("c{i}")),
         );
-        r.apply(F::new(&format!("c{i}"), "bogus.class"));
+        // Only these carry a title and taxonomy: a timeline entry refilled
+        // from one of them must not keep them.
+        let mut c = F::new(&format!("c{i}"), "bogus.class");
+        c.0.title = Some(format!("title {i}"));
+        c.0.taxonomy.owner = Some("runtime".into());
+        r.apply(c);
         r.apply(
             F::new(&format!("d{i}"), "artifact.changed")
                 .ids(|x| x.artifact_id = Some(format!("a{i}"))),
@@ -510,6 +515,20 @@ fn bounds_are_respected() {
     let s = r.p.state();
     assert_eq!(s.messages.len(), 3);
     assert_eq!(s.timeline.len(), 5);
+    // The newest five facts, oldest first, each entry its own fact's.
+    let ids: Vec<&str> = s.timeline.iter().map(|e| e.event_id.as_str()).collect();
+    assert_eq!(ids, ["d38", "a39", "b39", "c39", "d39"]);
+    assert!(s
+        .timeline
+        .iter()
+        .zip(s.timeline.iter().skip(1))
+        .all(|(a, b)| a.cursor + 1 == b.cursor));
+    for e in &s.timeline {
+        let titled = e.event_id.starts_with('c');
+        assert_eq!(e.title.is_some(), titled, "{e:?}");
+        assert_eq!(e.taxonomy.is_some(), titled, "{e:?}");
+    }
+    assert_eq!(s.timeline[3].title.as_deref(), Some("title 39"));
     assert_eq!(s.diagnostics.len(), 4);
     assert_eq!(s.tools.len(), 6);
     assert_eq!(s.artifacts.len(), 6);

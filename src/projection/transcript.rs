@@ -327,12 +327,12 @@ impl<'a> Reducer<'a> {
         let c = Chunk::Data {
             name: "reconciliation".into(),
             id: Some(id.to_string()),
-            data: json!({
+            data: std::sync::Arc::new(json!({
                 "messageId": msg,
                 "partIndex": idx,
                 "text": text,
                 "streamedText": streamed,
-            }),
+            })),
             transient: true,
         };
         self.emit(msg, c);

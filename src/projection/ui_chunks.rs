@@ -118,7 +118,7 @@ impl Reducer<'_> {
                     Chunk::Data {
                         name,
                         id: Some(id),
-                        data,
+                        data: data.into(),
                         transient: false,
                     },
                 );

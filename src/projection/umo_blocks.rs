@@ -110,7 +110,7 @@ pub fn message(m: &Message) -> Value {
                     "toolCallName": tool_name,
                     "eventType": event,
                     "parentMessageId": m.id,
-                    "args": input.as_ref().map(json_text).unwrap_or_default(),
+                    "args": input.as_deref().map(json_text).unwrap_or_default(),
                 });
                 if let Some(o) = output {
                     data["result"] = json_text(o).into();
@@ -169,7 +169,7 @@ pub fn message(m: &Message) -> Value {
                         a.insert("size".into(), sz.clone());
                     }
                     a.insert("isReference".into(), true.into());
-                    a.insert("metadata".into(), data.clone());
+                    a.insert("metadata".into(), Value::clone(data));
                     push_attachment(&mut content, Value::Object(a));
                 }
                 "artifact-card" | "action-request" | "plan" => {

@@ -293,7 +293,7 @@ impl Message {
                     } = &mut self.parts[i]
                     {
                         *state = ToolState::InputAvailable;
-                        *inp = Some(input.clone());
+                        *inp = Some(Box::new(input.clone()));
                         *output = None;
                         *error_text = None;
                         *preliminary = None;
@@ -306,7 +306,7 @@ impl Message {
                     tool_name: tool_name.clone(),
                     tool_call_id: tool_call_id.clone(),
                     state: ToolState::InputAvailable,
-                    input: Some(input.clone()),
+                    input: Some(Box::new(input.clone())),
                     output: None,
                     error_text: None,
                     preliminary: None,
@@ -331,7 +331,7 @@ impl Message {
                 } = &mut self.parts[i]
                 {
                     *state = ToolState::OutputAvailable;
-                    *out = Some(output.clone());
+                    *out = Some(Box::new(output.clone()));
                     *error_text = None;
                     *pre = preliminary.then_some(true);
                 }
@@ -374,7 +374,7 @@ impl Message {
                     if let Some(r) = reason {
                         a["requestReason"] = r.clone().into();
                     }
-                    *approval = Some(a);
+                    *approval = Some(Box::new(a));
                 }
             }
             Chunk::ToolOutputDenied { tool_call_id } => {

@@ -2,6 +2,8 @@
 //! reasoning, tools with their states, files, sources, data parts), and
 //! their JSON form: exactly what an AI SDK client holds.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -40,18 +42,20 @@ pub enum Part {
         text: String,
         state: StreamState,
     },
-    /// A static tool part: `type` is `tool-<tool_name>`.
+    /// A static tool part: `type` is `tool-<tool_name>`. Its JSON values
+    /// are boxed: a `Value` is 80 bytes, and every part of a message is as
+    /// large as its largest kind.
     Tool {
         tool_name: String,
         tool_call_id: String,
         state: ToolState,
-        input: Option<Value>,
-        output: Option<Value>,
+        input: Option<Box<Value>>,
+        output: Option<Box<Value>>,
         error_text: Option<String>,
         preliminary: Option<bool>,
         title: Option<String>,
         /// `{id, requestReason?}` once an approval was asked for.
-        approval: Option<Value>,
+        approval: Option<Box<Value>>,
     },
     SourceUrl {
         source_id: String,
@@ -73,7 +77,8 @@ pub enum Part {
     Data {
         name: String,
         id: Option<String>,
-        data: Value,
+        /// Shared with the chunk that put it here.
+        data: Arc<Value>,
     },
 }
 
@@ -122,10 +127,10 @@ impl Part {
                     put("title", t.clone().into());
                 }
                 if let Some(i) = input {
-                    put("input", i.clone());
+                    put("input", Value::clone(i));
                 }
                 if let Some(o) = output {
-                    put("output", o.clone());
+                    put("output", Value::clone(o));
                 }
                 if let Some(e) = error_text {
                     put("errorText", e.clone().into());
@@ -134,7 +139,7 @@ impl Part {
                     put("preliminary", (*p).into());
                 }
                 if let Some(a) = approval {
-                    put("approval", a.clone());
+                    put("approval", Value::clone(a));
                 }
             }
             Part::SourceUrl {
@@ -174,7 +179,7 @@ impl Part {
                 if let Some(id) = id {
                     put("id", id.clone().into());
                 }
-                put("data", data.clone());
+                put("data", Value::clone(data));
             }
         }
         Value::Object(m)
@@ -221,17 +226,17 @@ impl Part {
                 tool_name: t["tool-".len()..].to_string(),
                 tool_call_id: s("toolCallId")?,
                 state: serde_json::from_value(o.get("state")?.clone()).ok()?,
-                input: o.get("input").cloned(),
-                output: o.get("output").cloned(),
+                input: o.get("input").cloned().map(Box::new),
+                output: o.get("output").cloned().map(Box::new),
                 error_text: s("errorText"),
                 preliminary: o.get("preliminary").and_then(Value::as_bool),
                 title: s("title"),
-                approval: o.get("approval").cloned(),
+                approval: o.get("approval").cloned().map(Box::new),
             },
             t if t.starts_with("data-") => Part::Data {
                 name: t["data-".len()..].to_string(),
                 id: s("id"),
-                data: o.get("data").cloned().unwrap_or(Value::Null),
+                data: Arc::new(o.get("data").cloned().unwrap_or(Value::Null)),
             },
             _ => return None,
         })

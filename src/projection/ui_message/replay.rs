@@ -78,7 +78,7 @@ impl Message {
                         out.push(Chunk::ToolInputAvailable {
                             tool_call_id: tool_call_id.clone(),
                             tool_name: tool_name.clone(),
-                            input: input.clone().unwrap_or(Value::Null),
+                            input: input.as_deref().cloned().unwrap_or(Value::Null),
                             title: title.clone(),
                         });
                     }
@@ -100,7 +100,7 @@ impl Message {
                     match state {
                         ToolState::OutputAvailable => out.push(Chunk::ToolOutputAvailable {
                             tool_call_id: tool_call_id.clone(),
-                            output: output.clone().unwrap_or(Value::Null),
+                            output: output.as_deref().cloned().unwrap_or(Value::Null),
                             preliminary: preliminary.unwrap_or(false),
                         }),
                         ToolState::OutputError => out.push(Chunk::ToolOutputError {

@@ -90,7 +90,7 @@ pub(super) fn messages(ms: &[Message]) -> Vec<Value> {
                 Part::Tool { tool_name, tool_call_id, input, .. } => Some(json!({
                     "id": tool_call_id, "type": "function",
                     "function": {"name": tool_name,
-                                 "arguments": input.as_ref().map_or_else(|| "{}".into(), Value::to_string)}})),
+                                 "arguments": input.as_deref().map_or_else(|| "{}".into(), Value::to_string)}})),
                 _ => None,
             })
             .collect();
@@ -113,7 +113,7 @@ pub(super) fn messages(ms: &[Message]) -> Vec<Value> {
                     ..
                 } => {
                     let r = match state {
-                        crate::projection::ToolState::OutputAvailable => o.clone(),
+                        crate::projection::ToolState::OutputAvailable => Value::clone(o),
                         _ => Value::String(error_text.clone().unwrap_or_default()),
                     };
                     let t = tool_result(tool_call_id, &r);
