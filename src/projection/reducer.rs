@@ -97,10 +97,18 @@ pub fn push_unique(list: &mut Vec<String>, v: &str) {
     }
 }
 
-/// Keep `map` at most `max` entries, dropping the oldest insertions.
+/// Keep `map` at most `max` entries, dropping the oldest insertions. The
+/// check is inlined (a fact checks every bound); the drop is not.
+#[inline]
 pub fn bound_map<V>(map: &mut IndexMap<String, V>, max: usize) {
-    while map.len() > max {
-        map.shift_remove_index(0);
+    #[inline(never)]
+    fn drop_oldest<V>(map: &mut IndexMap<String, V>, max: usize) {
+        while map.len() > max {
+            map.shift_remove_index(0);
+        }
+    }
+    if map.len() > max {
+        drop_oldest(map, max);
     }
 }
 
