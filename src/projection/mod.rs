@@ -258,7 +258,7 @@ fn dispatch(cx: &mut Reducer<'_>) {
         cx.keep_aside();
         return;
     }
-    let user_text = class.starts_with("text.") && cx.fact.payload_str("role") == Some("user");
+    let user_text = class.starts_with("text.") && fact.payload_str("role") == Some("user");
     if runtime::is_work(class) && !user_text {
         cx.on_work();
     } else if class == "action.required" {
@@ -269,9 +269,7 @@ fn dispatch(cx: &mut Reducer<'_>) {
         "run.started" => cx.on_run_started(),
         "run.status" => cx.on_run_status(),
         "run.finished" | "run.failed" | "run.canceled" => cx.on_run_end(),
-        "text.delta" | "text.final" if cx.fact.payload_str("role") == Some("user") => {
-            cx.on_user_text()
-        }
+        "text.delta" | "text.final" if user_text => cx.on_user_text(),
         "text.delta" => cx.on_text_delta(),
         "text.final" => cx.on_text_final(),
         "reasoning.delta" => cx.on_reasoning_delta(),

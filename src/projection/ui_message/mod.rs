@@ -4,6 +4,7 @@
 //! message parts through [`Message::apply`], so the snapshot is by construction
 //! what an AI SDK client builds from the delta chunks.
 
+mod data_ids;
 mod part;
 mod replay;
 
@@ -65,6 +66,9 @@ pub struct Message {
     /// `parts` (the AI SDK's `activeTextParts` / `activeReasoningParts`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub open_parts: Vec<(String, usize)>,
+    /// Where each data part with an id is (derived; see `data_ids`).
+    #[serde(skip)]
+    data_ids: data_ids::DataIds,
 }
 
 /// A chunk that cannot apply to a message (the AI SDK would throw).
@@ -145,6 +149,7 @@ impl Message {
             error_text: None,
             parts: Vec::new(),
             open_parts: Vec::new(),
+            data_ids: Default::default(),
         }
     }
 
@@ -167,11 +172,9 @@ impl Message {
             .rposition(|p| p.tool_call_id().is_some_and(|t| same_id(t, tool_call_id)))
     }
 
-    /// Index of the `data-<name>` part with this id.
+    /// Index of the (first) `data-<name>` part with this id.
     pub fn data_index(&self, name: &str, id: &str) -> Option<usize> {
-        self.parts.iter().position(|p| {
-            matches!(p, Part::Data { name: n, id: Some(pid), .. } if same_id(pid, id) && n == name)
-        })
+        self.data_ids.find(&self.parts, name, id)
     }
 
     /// True when a text or reasoning part with this id is open.
@@ -418,6 +421,7 @@ impl Message {
                 if *transient {
                     return Ok(());
                 }
+                self.data_ids.build(&self.parts);
                 let existing = id.as_ref().and_then(|id| self.data_index(name, id));
                 let part = Part::Data {
                     name: name.clone(),
@@ -426,7 +430,12 @@ impl Message {
                 };
                 match existing {
                     Some(i) => self.parts[i] = part,
-                    None => self.parts.push(part),
+                    None => {
+                        if let Some(id) = id {
+                            self.data_ids.added(name, id, self.parts.len());
+                        }
+                        self.parts.push(part);
+                    }
                 }
             }
             Chunk::Surface { .. } => return Err(err("a session surface chunk is in no message")),
