@@ -147,7 +147,7 @@ fn all_lime_fixtures_project_their_meaning() {
         }
         if let Some(c) = exp["coding"].as_object() {
             let cd = &st.coding;
-            let failed = |m: &indexmap::IndexMap<String, Value>| {
+            let failed = |m: &crate::projection::public_state::Keyed<Value>| {
                 m.values().filter(|v| v["status"] == "failed").count()
             };
             let changed = cd

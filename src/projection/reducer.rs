@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::chunk::{Chunk, ChunkOut, Origin, RawJson};
-use super::public_state::{Diagnostic, PublicState, Runtime, Severity, TimelineEntry};
+use super::public_state::{Diagnostic, Keyed, PublicState, Runtime, Severity, TimelineEntry};
 use super::sequence::Sequencer;
 use super::ui_message::same_id;
 use super::{Applied, Finding, ProjectionConfig};
@@ -28,12 +28,12 @@ pub struct TurnMark {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Bookkeeping {
     /// Current assistant message per `agent \u{1f} turn` key.
-    pub current: IndexMap<String, String>,
+    pub current: Keyed<String>,
     /// Text/reasoning part ids ever used per message: `(chunk id, part index)`.
-    pub part_ids: IndexMap<String, Vec<(String, usize)>>,
+    pub part_ids: Keyed<Vec<(String, usize)>>,
     pub sequence: Sequencer,
     /// Verifier marks per turn key (`turnId | runId | ""`).
-    pub turns: IndexMap<String, TurnMark>,
+    pub turns: Keyed<TurnMark>,
     /// Raw reasoning deltas seen while `raw_reasoning` is off (not projected).
     pub hidden_reasoning_deltas: u64,
     /// Counter for `coding.blocks` / `permissions.blocks` ids.
@@ -100,9 +100,9 @@ pub fn push_unique(list: &mut Vec<String>, v: &str) {
 /// Keep `map` at most `max` entries, dropping the oldest insertions. The
 /// check is inlined (a fact checks every bound); the drop is not.
 #[inline]
-pub fn bound_map<V>(map: &mut IndexMap<String, V>, max: usize) {
+pub fn bound_map<V, S>(map: &mut IndexMap<String, V, S>, max: usize) {
     #[inline(never)]
-    fn drop_oldest<V>(map: &mut IndexMap<String, V>, max: usize) {
+    fn drop_oldest<V, S>(map: &mut IndexMap<String, V, S>, max: usize) {
         while map.len() > max {
             map.shift_remove_index(0);
         }

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeSet;
 
-use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
 /// Missing sequences remembered per stream; beyond this a gap is only
@@ -48,7 +47,7 @@ impl Stream {
 /// Per-stream sequence bookkeeping of one session.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sequencer {
-    streams: IndexMap<String, Stream>,
+    streams: super::public_state::Keyed<Stream>,
 }
 
 impl Sequencer {

@@ -33,18 +33,25 @@ pub const RUNTIME_STATUSES: &[&str] = &[
     "unknown",
 ];
 
+/// A map of the projection by id, in insertion order, with a fast hasher
+/// (foldhash, randomly seeded per process): the reducer looks entries up
+/// several times per fact, and SipHash was a twentieth of its time. The
+/// maps are bounded (`max_surface_entries`), which caps what a crafted set
+/// of colliding ids could cost.
+pub type Keyed<V> = IndexMap<String, V, foldhash::fast::RandomState>;
+
 /// The whole public state.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PublicState {
     pub runtime: Runtime,
     pub messages: Vec<Message>,
-    pub tools: IndexMap<String, ToolEntry>,
-    pub actions: IndexMap<String, ActionEntry>,
-    pub artifacts: IndexMap<String, ArtifactEntry>,
-    pub evidence: IndexMap<String, EvidenceEntry>,
-    pub tasks: IndexMap<String, TaskEntry>,
-    pub agents: IndexMap<String, AgentEntry>,
+    pub tools: Keyed<ToolEntry>,
+    pub actions: Keyed<ActionEntry>,
+    pub artifacts: Keyed<ArtifactEntry>,
+    pub evidence: Keyed<EvidenceEntry>,
+    pub tasks: Keyed<TaskEntry>,
+    pub agents: Keyed<AgentEntry>,
     pub team: Team,
     /// The latest `queue.changed` payload as the queue state.
     pub queue: Value,
@@ -53,7 +60,7 @@ pub struct PublicState {
     pub coding: Coding,
     /// Plans by plan id (`plan.delta` streams, `plan.final` reconciles).
     #[serde(default)]
-    pub plans: IndexMap<String, PlanEntry>,
+    pub plans: Keyed<PlanEntry>,
     /// The application state object (`state.app`): set by `state.snapshot`,
     /// patched by `state.delta` (RFC 6902, paths under `/app` only).
     #[serde(default = "empty_object")]
@@ -69,7 +76,7 @@ pub struct PublicState {
     /// The tools the runtime made available (`tool.catalog.resolved`), by
     /// name, as sent.
     #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
-    pub tool_catalog: IndexMap<String, Value>,
+    pub tool_catalog: Keyed<Value>,
     pub diagnostics: VecDeque<Diagnostic>,
     pub timeline: VecDeque<TimelineEntry>,
     /// Facts the UI owns (`owner: ui_projection` or `persistence:
@@ -278,7 +285,7 @@ pub struct Permissions {
     pub blocks: Vec<Value>,
     /// Per-teammate permission facts (`permission.*` with an agent id).
     #[serde(default)]
-    pub agents: IndexMap<String, Value>,
+    pub agents: Keyed<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_cursor: Option<u64>,
 }
@@ -287,10 +294,10 @@ pub struct Permissions {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Coding {
-    pub files: IndexMap<String, Value>,
-    pub patches: IndexMap<String, Value>,
-    pub commands: IndexMap<String, Value>,
-    pub tests: IndexMap<String, Value>,
+    pub files: Keyed<Value>,
+    pub patches: Keyed<Value>,
+    pub commands: Keyed<Value>,
+    pub tests: Keyed<Value>,
     pub blocks: Vec<Value>,
 }
 
