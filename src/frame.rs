@@ -65,7 +65,7 @@ fn write_timeline(buf: &mut Vec<u8>, t: &TimelineEntry) {
         status: t.status.as_deref(),
         title: t.title.as_deref(),
         timestamp: t.timestamp.as_deref(),
-        taxonomy: t.taxonomy.as_ref(),
+        taxonomy: t.taxonomy.as_deref(),
     };
     serde_json::to_writer(buf, &more).expect("timeline entries serialise");
 }

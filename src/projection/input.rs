@@ -183,11 +183,7 @@ impl<'a> Reducer<'a> {
         self.create_message(&id, Role::User);
         if let Some(text) = text {
             let pid = format!("{id}-t0");
-            self.books
-                .part_ids
-                .entry(id.clone())
-                .or_default()
-                .push((pid.clone(), 0));
+            self.books.part_ids.record(&id, &pid, 0);
             self.emit(&id, Chunk::TextStart { id: pid.clone() });
             let c = Chunk::TextDelta {
                 id: pid.clone(),

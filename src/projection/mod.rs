@@ -24,6 +24,7 @@ mod collaboration;
 mod evidence;
 mod input;
 mod metadata;
+mod part_ids;
 mod permissions;
 mod plans;
 pub mod public_state;

@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::chunk::{Chunk, ChunkOut, Origin, RawJson};
+use super::part_ids::PartIds;
 use super::public_state::{Diagnostic, Keyed, PublicState, Runtime, Severity, TimelineEntry};
 use super::sequence::Sequencer;
-use super::ui_message::same_id;
 use super::{Applied, Finding, ProjectionConfig};
 use crate::event::Fact;
 
@@ -29,8 +29,8 @@ pub struct TurnMark {
 pub struct Bookkeeping {
     /// Current assistant message per `agent \u{1f} turn` key.
     pub current: Keyed<String>,
-    /// Text/reasoning part ids ever used per message: `(chunk id, part index)`.
-    pub part_ids: Keyed<Vec<(String, usize)>>,
+    /// Text/reasoning part ids ever used per message.
+    pub part_ids: PartIds,
     pub sequence: Sequencer,
     /// Verifier marks per turn key (`turnId | runId | ""`).
     pub turns: Keyed<TurnMark>,
@@ -42,15 +42,6 @@ pub struct Bookkeeping {
     /// named one (`payload.controlUrl`). Internal topology: never shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_url: Option<String>,
-}
-
-impl Bookkeeping {
-    /// Whether `id` was ever a text/reasoning part id of message `msg`.
-    pub fn part_id_used(&self, msg: &str, id: &str) -> bool {
-        self.part_ids
-            .get(msg)
-            .is_some_and(|v| v.iter().any(|(p, _)| same_id(p, id)))
-    }
 }
 
 /// The context of one `Projection::apply`.
@@ -354,8 +345,8 @@ impl<'a> Reducer<'a> {
         e.timestamp.clone_from(&f.timestamp);
         match (&mut e.taxonomy, f.taxonomy.is_empty()) {
             (t, true) => *t = None,
-            (Some(t), false) => t.clone_from(&f.taxonomy),
-            (t, false) => *t = Some(f.taxonomy.clone()),
+            (Some(t), false) => (**t).clone_from(&f.taxonomy),
+            (t, false) => *t = Some(Box::new(f.taxonomy.clone())),
         }
         if full {
             tl.rotate_left(1);
@@ -444,7 +435,7 @@ impl<'a> Reducer<'a> {
         while self.state.messages.len() > self.cfg.max_messages.max(1) {
             let m = self.state.messages.remove(0);
             self.books.current.retain(|_, v| *v != m.id);
-            self.books.part_ids.shift_remove(&m.id);
+            self.books.part_ids.forget(&m.id);
         }
         bound_map(&mut self.books.current, max);
     }

@@ -188,11 +188,7 @@ impl<'a> Reducer<'a> {
                         let pid =
                             format!("{id}-{kind}{}", self.msg(&id).map_or(0, |x| x.parts.len()));
                         let idx = self.msg(&id).map_or(0, |x| x.parts.len());
-                        self.books
-                            .part_ids
-                            .entry(id.clone())
-                            .or_default()
-                            .push((pid.clone(), idx));
+                        self.books.part_ids.record(&id, &pid, idx);
                         let (s, d, e) = if kind == "r" {
                             (
                                 Chunk::ReasoningStart { id: pid.clone() },

@@ -191,11 +191,11 @@ impl<'a> Reducer<'a> {
     fn start_part(&mut self, msg: &str, kind: Stream) -> Option<String> {
         let idx = self.msg(msg)?.parts.len();
         let id = match nonempty(self.fact.ids.part_id.as_deref()) {
-            Some(p) if !self.books.part_id_used(msg, &p) => p,
+            Some(p) if !self.books.part_ids.used(msg, &p) => p,
             _ => {
                 let letter = if kind == Stream::Text { 't' } else { 'r' };
                 let mut id = generated_part_id(msg, letter, idx);
-                while self.books.part_id_used(msg, &id) {
+                while self.books.part_ids.used(msg, &id) {
                     id.push('x');
                 }
                 id
@@ -208,11 +208,7 @@ impl<'a> Reducer<'a> {
         if !self.emit(msg, c) {
             return None;
         }
-        self.books
-            .part_ids
-            .entry(msg.to_string())
-            .or_default()
-            .push((id.clone(), idx));
+        self.books.part_ids.record(msg, &id, idx);
         Some(id)
     }
 
@@ -347,7 +343,7 @@ impl<'a> Reducer<'a> {
     fn part_chunk_id(&self, msg: &str, idx: usize) -> String {
         self.books
             .part_ids
-            .get(msg)
+            .of(msg)
             .and_then(|v| v.iter().rev().find(|(_, i)| *i == idx))
             .map(|(id, _)| id.clone())
             .unwrap_or_else(|| format!("{msg}-t{idx}"))
@@ -381,7 +377,7 @@ impl<'a> Reducer<'a> {
         let by_part_id = nonempty(self.fact.ids.part_id.as_deref()).and_then(|p| {
             self.books
                 .part_ids
-                .get(&msg)
+                .of(&msg)
                 .and_then(|v| v.iter().find(|(id, _)| *id == p))
                 .filter(|(_, i)| matches!(m.parts.get(*i), Some(Part::Text { .. })))
                 .cloned()

@@ -342,5 +342,5 @@ pub struct TimelineEntry {
     /// The envelope's owner, scope, phase, surface, persistence, control and
     /// topology, when it named any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub taxonomy: Option<crate::event::Taxonomy>,
+    pub taxonomy: Option<Box<crate::event::Taxonomy>>,
 }

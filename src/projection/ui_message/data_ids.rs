@@ -4,7 +4,7 @@
 //! in `Message::apply`).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, DefaultHasher, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
 use super::{same_id, Part};
 
@@ -27,13 +27,9 @@ impl PartialEq for DataIds {
 }
 
 fn key(name: &str, id: &str) -> u64 {
-    // Fixed keys: the same parts give the same index in every process. A
+    // A fixed seed: the same parts give the same index in every process. A
     // crafted collision only costs the scan this replaces.
-    let mut h = DefaultHasher::new();
-    h.write(name.as_bytes());
-    h.write_u8(0xff);
-    h.write(id.as_bytes());
-    h.finish()
+    foldhash::fast::FixedState::with_seed(0xda7a).hash_one((name, id))
 }
 
 fn is(p: Option<&Part>, name: &str, id: &str) -> bool {

@@ -14,6 +14,11 @@ use serde_json::Value;
 use super::chunk::Chunk;
 pub use part::{Part, StreamState, ToolState};
 
+/// Bytes a new text or reasoning part starts with: deltas are a few bytes
+/// each, and growing from nothing reallocates four times before the first
+/// sentence ends.
+const SEGMENT_START: usize = 64;
+
 /// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -218,7 +223,7 @@ impl Message {
             Chunk::TextStart { id } => {
                 self.open_parts.retain(|(pid, _)| pid != id);
                 self.parts.push(Part::Text {
-                    text: String::new(),
+                    text: String::with_capacity(SEGMENT_START),
                     state: StreamState::Streaming,
                 });
                 self.open_parts.push((id.clone(), self.parts.len() - 1));
@@ -227,7 +232,7 @@ impl Message {
                 self.open_parts.retain(|(pid, _)| pid != id);
                 self.parts.push(Part::Reasoning {
                     id: id.clone(),
-                    text: String::new(),
+                    text: String::with_capacity(SEGMENT_START),
                     state: StreamState::Streaming,
                 });
                 self.open_parts.push((id.clone(), self.parts.len() - 1));
