@@ -157,9 +157,13 @@ pub fn is_retired(class: &str) -> bool {
     RETIRED.contains(&class)
 }
 
-/// True when the reducer has rules for this canonical class.
+/// True when the reducer has rules for this canonical class (a set lookup:
+/// this runs for every fact, and `KNOWN` is long).
 pub fn is_known(canonical: &str) -> bool {
-    KNOWN.contains(&canonical)
+    type Set = std::collections::HashSet<&'static str, foldhash::fast::RandomState>;
+    static SET: std::sync::LazyLock<Set> =
+        std::sync::LazyLock::new(|| KNOWN.iter().copied().collect());
+    SET.contains(canonical)
 }
 
 /// Status derived from the class suffix when the event carries none (seed 002).
