@@ -45,6 +45,8 @@ pub mod umo_live;
 #[cfg(test)]
 mod conformance_tests;
 #[cfg(test)]
+mod test_rng;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_hitl;

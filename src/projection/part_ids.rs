@@ -108,13 +108,7 @@ mod tests {
     #[test]
     fn used_agrees_with_a_scan() {
         let (msgs, ids) = (["m1", "m2", "m3"], ["a", "b", "m1-t0", "m1-t1", "x"]);
-        let mut x = 11u64;
-        let mut next = move |n: usize| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((x >> 33) as usize) % n
-        };
+        let mut next = crate::projection::test_rng::lcg(11);
         let mut p = PartIds::default();
         for step in 0..600 {
             match next(10) {

@@ -534,15 +534,10 @@ fn random_fact_streams_keep_the_invariants() {
     ];
     const WORDS: &[&str] = &["", "a", "ab", "abc", "b", "héllo", "abcd", " "];
     for seed in 0..40u64 {
-        let mut x = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let mut next = move |n: usize| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((x >> 33) as usize) % n
-        };
+        let mut next = super::test_rng::lcg(
+            seed.wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407),
+        );
         let cfg = ProjectionConfig {
             raw_reasoning: seed % 2 == 0,
             max_messages: 4,

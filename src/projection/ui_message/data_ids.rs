@@ -122,13 +122,7 @@ mod tests {
     #[test]
     fn the_index_agrees_with_a_scan() {
         let (names, ids) = (["card", "file", "note"], ["a", "b", "c", "d", "ab"]);
-        let mut x = 7u64;
-        let mut next = move |n: usize| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((x >> 33) as usize) % n
-        };
+        let mut next = crate::projection::test_rng::lcg(7);
         let mut m = Message::new("m", Role::Assistant, 0);
         for step in 0..400u64 {
             let c = match next(5) {
