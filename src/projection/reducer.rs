@@ -326,10 +326,14 @@ impl<'a> Reducer<'a> {
     pub fn timeline(&mut self) {
         let (f, max) = (self.fact, self.cfg.max_timeline);
         let tl = &mut self.state.timeline;
+        if max == 0 {
+            tl.clear();
+            return;
+        }
         while tl.len() > max {
             tl.pop_front();
         }
-        let full = max > 0 && tl.len() == max;
+        let full = tl.len() == max;
         if !full {
             tl.push_back(TimelineEntry::default());
         }
@@ -350,9 +354,6 @@ impl<'a> Reducer<'a> {
         }
         if full {
             tl.rotate_left(1);
-        }
-        while tl.len() > max {
-            tl.pop_front();
         }
     }
 

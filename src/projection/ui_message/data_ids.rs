@@ -4,7 +4,7 @@
 //! in `Message::apply`).
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::hash::BuildHasher;
 
 use super::{same_id, Part};
 
@@ -17,7 +17,7 @@ use super::{same_id, Part};
 /// names; a hash that two keys share falls back to the scan.
 #[derive(Debug, Clone, Default)]
 pub(super) struct DataIds {
-    first: Option<HashMap<u64, usize, BuildHasherDefault<IdentityHasher>>>,
+    first: Option<HashMap<u64, usize, foldhash::fast::RandomState>>,
 }
 
 impl PartialEq for DataIds {
@@ -76,24 +76,6 @@ impl DataIds {
         if let Some(first) = &mut self.first {
             first.entry(key(name, id)).or_insert(at);
         }
-    }
-}
-
-/// The index's keys are hashes already.
-#[derive(Default)]
-pub(super) struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
     }
 }
 
