@@ -582,3 +582,20 @@ fn control_url_is_internal_and_checkpointed() {
     r.apply(F::new("e3", "session.opened").p("controlUrl", json!("http://b.test/c")));
     assert_eq!(r.p.control_url(), Some("http://b.test/c"));
 }
+
+#[test]
+fn a_zero_timeline_bound_keeps_no_entries() {
+    let mut r = Run::with(ProjectionConfig {
+        max_timeline: 0,
+        ..ProjectionConfig::default()
+    });
+    for i in 0..3 {
+        r.apply(
+            F::new(&format!("e{i}"), "text.delta")
+                .turn("t")
+                .p("delta", json!("x")),
+        );
+    }
+    assert!(r.p.state().timeline.is_empty());
+    assert_eq!(r.p.state().messages.len(), 1, "the facts still project");
+}
