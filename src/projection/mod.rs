@@ -22,6 +22,7 @@ pub mod chunk;
 mod coding;
 mod collaboration;
 mod evidence;
+mod hash_index;
 mod input;
 mod metadata;
 mod part_ids;

@@ -3,10 +3,10 @@
 //! new part id against a long message does not scan every id it used.
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 
 use serde::{Deserialize, Serialize};
 
+use super::hash_index::{pair_key as key, HashIndex};
 use super::public_state::Keyed;
 use super::ui_message::same_id;
 
@@ -20,20 +20,7 @@ pub struct PartIds {
     /// after a checkpoint is read (lookups scan until then). A pair whose
     /// hash is absent was never used; a present one is checked by the scan.
     #[serde(skip)]
-    hashes: Counts,
-}
-
-#[derive(Debug, Clone, Default)]
-struct Counts(Option<HashMap<u64, u32, foldhash::fast::RandomState>>);
-
-impl PartialEq for Counts {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-fn key(msg: &str, id: &str) -> u64 {
-    foldhash::fast::FixedState::with_seed(0x5eed).hash_one((msg, id))
+    hashes: HashIndex<u32>,
 }
 
 impl PartIds {

@@ -4,9 +4,9 @@
 //! in `Message::apply`).
 
 use std::collections::HashMap;
-use std::hash::BuildHasher;
 
 use super::{same_id, Part};
+use crate::projection::hash_index::{pair_key as key, HashIndex};
 
 /// `hash(name, id) -> index of the first data part with that name and id`.
 ///
@@ -15,21 +15,9 @@ use super::{same_id, Part};
 /// and builds it at its first data chunk. Data parts are only ever added by
 /// `Message::apply`, which keeps it. A hit is checked against the part it
 /// names; a hash that two keys share falls back to the scan.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(super) struct DataIds {
-    first: Option<HashMap<u64, usize, foldhash::fast::RandomState>>,
-}
-
-impl PartialEq for DataIds {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-fn key(name: &str, id: &str) -> u64 {
-    // A fixed seed: the same parts give the same index in every process. A
-    // crafted collision only costs the scan this replaces.
-    foldhash::fast::FixedState::with_seed(0xda7a).hash_one((name, id))
+    first: HashIndex<usize>,
 }
 
 fn is(p: Option<&Part>, name: &str, id: &str) -> bool {
@@ -44,7 +32,7 @@ fn scan(parts: &[Part], name: &str, id: &str) -> Option<usize> {
 impl DataIds {
     /// The first data part named `name` with id `id` among `parts`.
     pub(super) fn find(&self, parts: &[Part], name: &str, id: &str) -> Option<usize> {
-        let Some(first) = &self.first else {
+        let Some(first) = &self.first.0 else {
             return scan(parts, name, id);
         };
         match first.get(&key(name, id)) {
@@ -56,7 +44,7 @@ impl DataIds {
 
     /// Build the index over `parts` if it is not built yet.
     pub(super) fn build(&mut self, parts: &[Part]) {
-        if self.first.is_some() {
+        if self.first.0.is_some() {
             return;
         }
         let mut first = HashMap::default();
@@ -68,12 +56,12 @@ impl DataIds {
                 first.entry(key(name, id)).or_insert(i);
             }
         }
-        self.first = Some(first);
+        self.first.0 = Some(first);
     }
 
     /// A data part named `name` with id `id` was added at index `at`.
     pub(super) fn added(&mut self, name: &str, id: &str, at: usize) {
-        if let Some(first) = &mut self.first {
+        if let Some(first) = &mut self.first.0 {
             first.entry(key(name, id)).or_insert(at);
         }
     }
@@ -145,7 +133,7 @@ mod tests {
         let mut m = Message::new("m", Role::Assistant, 0);
         m.apply(&data("card", Some("a"), 1)).unwrap();
         m.apply(&data("card", Some("b"), 2)).unwrap();
-        let first = m.data_ids.first.as_mut().unwrap();
+        let first = m.data_ids.first.0.as_mut().unwrap();
         first.insert(key("card", "b"), 0);
         assert_eq!(m.data_index("card", "b"), Some(1));
         assert_eq!(m.data_index("card", "a"), Some(0));
