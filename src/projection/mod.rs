@@ -58,8 +58,6 @@ mod tests_surfaces;
 #[cfg(test)]
 mod tests_taxonomy;
 
-use std::cell::Cell;
-
 use serde::{Deserialize, Serialize};
 
 use crate::event::{classes, taxonomy, Fact};
@@ -156,18 +154,29 @@ impl Projection {
     /// any fact (problems become diagnostics and findings).
     pub fn apply(&mut self, cfg: &ProjectionConfig, cursor: u64, fact: &Fact) -> Applied {
         self.cursor = cursor;
-        // The runtime as it was, to tell whether the fact changed it: copied
-        // into a kept buffer (`clone_from` reuses its strings), not cloned.
-        thread_local!(static BEFORE: Cell<Option<public_state::Runtime>> = const { Cell::new(None) });
-        let mut before = BEFORE.take().unwrap_or_default();
-        before.clone_from(&self.state.runtime);
+        // Debug builds check that every change to the runtime went through
+        // `Reducer::runtime_mut` (which decides whether a runtime chunk goes
+        // out): the whole runtime before and after, against the chunks.
+        #[cfg(debug_assertions)]
+        let runtime_was = self.state.runtime.clone();
         let mut cx = Reducer::new(&mut self.state, &mut self.internal, cfg, cursor, fact);
         cx.timeline();
         cx.check_sequence();
         cx.adopt_topology();
         dispatch(&mut cx);
-        let applied = cx.finish(&before);
-        BEFORE.set(Some(before));
+        let applied = cx.finish();
+        #[cfg(debug_assertions)]
+        {
+            let sent = applied
+                .chunks
+                .iter()
+                .any(|c| matches!(&c.chunk, Chunk::Surface { name, .. } if *name == "runtime"));
+            debug_assert_eq!(
+                sent,
+                self.state.runtime != runtime_was,
+                "the runtime changed outside Reducer::runtime_mut (or a chunk went out without a change)"
+            );
+        }
         applied
     }
 

@@ -60,6 +60,15 @@ pub struct Reducer<'a> {
     /// The fact's `agent \u{1f} turn` key, computed once per fact.
     pub(super) key: std::cell::OnceCell<String>,
     actions_len_before: usize,
+    /// The runtime as it was before the fact's first change to it (see
+    /// [`Reducer::runtime_mut`]); `None` while the fact has not changed it.
+    runtime_before: Option<Runtime>,
+}
+
+thread_local! {
+    /// A kept buffer for `runtime_before`: its strings are reused from fact
+    /// to fact (`clone_from`), not allocated.
+    static RUNTIME_BEFORE: std::cell::Cell<Option<Runtime>> = const { std::cell::Cell::new(None) };
 }
 
 /// A non-empty string.
@@ -145,7 +154,21 @@ impl<'a> Reducer<'a> {
             touched: Vec::new(),
             key: std::cell::OnceCell::new(),
             actions_len_before,
+            runtime_before: None,
         }
+    }
+
+    /// The runtime, to change. Every change goes through here: the first
+    /// copies the runtime as it was, so that `finish` can tell whether the
+    /// fact changed it. A fact that never asks (most text deltas) copies
+    /// and compares nothing.
+    pub fn runtime_mut(&mut self) -> &mut Runtime {
+        if self.runtime_before.is_none() {
+            let mut before = RUNTIME_BEFORE.take().unwrap_or_default();
+            before.clone_from(&self.state.runtime);
+            self.runtime_before = Some(before);
+        }
+        &mut self.state.runtime
     }
 
     // ---- fact fields -------------------------------------------------------
@@ -358,20 +381,23 @@ impl<'a> Reducer<'a> {
     }
 
     /// Finish the fact: derived runtime fields, bounds, surface chunks.
-    pub fn finish(mut self, runtime_before: &Runtime) -> Applied {
-        self.state.runtime.stale = self.books.sequence.stale();
+    pub fn finish(mut self) -> Applied {
+        let stale = self.books.sequence.stale();
+        if self.state.runtime.stale != stale {
+            self.runtime_mut().stale = stale;
+        }
         self.enforce_bounds();
         // Recount pending actions only when this fact touched them or a
         // bound dropped some, not for every text delta.
         if self.actions_len_before != self.state.actions.len()
             || self.touched.iter().any(|(s, _)| *s == "actions")
         {
-            self.state.runtime.pending_actions = self
-                .state
-                .actions
-                .values()
+            let pending = (self.state.actions.values())
                 .filter(|a| a.status == "pending")
                 .count();
+            if self.state.runtime.pending_actions != pending {
+                self.runtime_mut().pending_actions = pending;
+            }
         }
         for (surface, id) in std::mem::take(&mut self.touched) {
             if let Some(data) = super::surface_json::entry_json(self.state, surface, &id) {
@@ -387,20 +413,23 @@ impl<'a> Reducer<'a> {
                 });
             }
         }
-        if self.state.runtime != *runtime_before {
-            if self.fact.timestamp.is_some() {
-                self.state.runtime.updated_at = self.fact.timestamp.clone();
+        if let Some(before) = self.runtime_before.take() {
+            if self.state.runtime != before {
+                if self.fact.timestamp.is_some() {
+                    self.state.runtime.updated_at = self.fact.timestamp.clone();
+                }
+                self.out.chunks.push(ChunkOut {
+                    message_id: None,
+                    role: None,
+                    origin: None,
+                    chunk: Chunk::Surface {
+                        name: "runtime",
+                        id: "runtime".into(),
+                        data: RawJson::of(&self.state.runtime),
+                    },
+                });
             }
-            self.out.chunks.push(ChunkOut {
-                message_id: None,
-                role: None,
-                origin: None,
-                chunk: Chunk::Surface {
-                    name: "runtime",
-                    id: "runtime".into(),
-                    data: RawJson::of(&self.state.runtime),
-                },
-            });
+            RUNTIME_BEFORE.set(Some(before));
         }
         self.out
     }

@@ -42,20 +42,20 @@ pub fn is_work(class: &str) -> bool {
 impl<'a> Reducer<'a> {
     fn set_status(&mut self, status: &str) {
         if self.state.runtime.status != status {
-            self.state.runtime.status = status.to_string();
+            self.runtime_mut().status = status.to_string();
         }
     }
 
     fn adopt_ids(&mut self) {
         let ids = &self.fact.ids;
         if let Some(r) = nonempty(ids.run_id.as_deref()) {
-            self.state.runtime.run_id = Some(r);
+            self.runtime_mut().run_id = Some(r);
         }
         if let Some(t) = nonempty(ids.turn_id.as_deref()) {
-            self.state.runtime.turn_id = Some(t);
+            self.runtime_mut().turn_id = Some(t);
         }
         if let Some(t) = nonempty(ids.thread_id.as_deref()) {
-            self.state.runtime.thread_id = Some(t);
+            self.runtime_mut().thread_id = Some(t);
         }
     }
 
@@ -213,8 +213,8 @@ impl<'a> Reducer<'a> {
     pub fn on_submitted(&mut self) {
         self.books.turns.shift_remove(&self.turn_key());
         self.set_status("accepted");
-        self.state.runtime.failure_category = None;
-        self.state.runtime.phase = None;
+        self.runtime_mut().failure_category = None;
+        self.runtime_mut().phase = None;
         self.adopt_ids();
         self.on_user_input();
     }
@@ -223,8 +223,8 @@ impl<'a> Reducer<'a> {
     pub fn on_run_started(&mut self) {
         self.books.turns.shift_remove(&self.turn_key());
         self.set_status("running");
-        self.state.runtime.failure_category = None;
-        self.state.runtime.retryable = None;
+        self.runtime_mut().failure_category = None;
+        self.runtime_mut().retryable = None;
         self.adopt_ids();
     }
 
@@ -235,7 +235,7 @@ impl<'a> Reducer<'a> {
             .first_str(&["phase"])
             .or_else(|| nonempty(self.fact.taxonomy.phase.as_deref()));
         if let Some(p) = &phase {
-            self.state.runtime.phase = Some(p.clone());
+            self.runtime_mut().phase = Some(p.clone());
         }
         self.adopt_ids();
         let mapped = match (&status, &phase) {
@@ -289,14 +289,14 @@ impl<'a> Reducer<'a> {
         };
         self.adopt_ids();
         self.set_status(outcome);
-        self.state.runtime.phase = None;
+        self.runtime_mut().phase = None;
         let ends = match outcome {
             "failed" => {
                 let cat = self
                     .first_str(&["failureCategory"])
                     .or_else(|| (self.fact.class != "run.failed").then(|| self.fact.class.clone()));
-                self.state.runtime.failure_category = cat;
-                self.state.runtime.retryable =
+                self.runtime_mut().failure_category = cat;
+                self.runtime_mut().retryable =
                     self.first_value(&["retryable"]).and_then(|v| v.as_bool());
                 let msg = match &self.state.runtime.failure_category {
                     Some(c) => format!("run failed: {c}"),

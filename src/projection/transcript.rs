@@ -250,7 +250,7 @@ impl<'a> Reducer<'a> {
     /// `reasoning.delta`: projected only when raw reasoning is enabled.
     pub fn on_reasoning_delta(&mut self) {
         if self.state.runtime.phase.as_deref() != Some("reasoning") {
-            self.state.runtime.phase = Some("reasoning".into());
+            self.runtime_mut().phase = Some("reasoning".into());
         }
         // Raw reasoning stays out unless configured in, or unless its
         // producer already shows it to its users (an AI SDK UI message
