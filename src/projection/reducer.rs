@@ -66,9 +66,19 @@ pub struct Reducer<'a> {
 }
 
 thread_local! {
+    /// A kept buffer for the fact's message key (see [`key_buffer`]).
+    static KEY: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
     /// A kept buffer for `runtime_before`: its strings are reused from fact
     /// to fact (`clone_from`), not allocated.
     static RUNTIME_BEFORE: std::cell::Cell<Option<Runtime>> = const { std::cell::Cell::new(None) };
+}
+
+/// An empty string to build the fact's message key in: the one the last
+/// fact used, handed back by `finish`, so that a key costs no allocation.
+pub fn key_buffer() -> String {
+    let mut key = KEY.take();
+    key.clear();
+    key
 }
 
 /// A non-empty string.
@@ -258,6 +268,11 @@ impl<'a> Reducer<'a> {
     /// Apply `chunk` to message `msg` and emit it. A chunk the AI SDK would
     /// reject is not emitted; a diagnostic records it instead.
     pub fn emit(&mut self, msg: &str, chunk: Chunk) -> bool {
+        self.emit_to(msg.to_string(), chunk)
+    }
+
+    /// [`Reducer::emit`] with the message id owned (it goes into the chunk).
+    pub fn emit_to(&mut self, msg: String, chunk: Chunk) -> bool {
         // Chunks almost always go to a recent message: search from the end.
         let Some(m) = self.state.messages.iter_mut().rev().find(|m| m.id == msg) else {
             self.diag(
@@ -280,7 +295,7 @@ impl<'a> Reducer<'a> {
                     })
                 });
                 self.out.chunks.push(ChunkOut {
-                    message_id: Some(msg.to_string()),
+                    message_id: Some(msg),
                     role: start.then_some(m.role),
                     origin,
                     chunk,
@@ -365,8 +380,13 @@ impl<'a> Reducer<'a> {
         };
         e.cursor = self.cursor;
         e.event_id.clone_from(&f.id);
-        e.class.clone_from(&f.class);
-        e.source_class.clone_from(&f.source_class);
+        // The entry refilled is often of the same class as the new fact.
+        if e.class != f.class {
+            e.class.clone_from(&f.class);
+        }
+        if e.source_class != f.source_class {
+            e.source_class.clone_from(&f.source_class);
+        }
         e.status.clone_from(&f.status);
         e.title = f.title.as_ref().map(|t| truncate(t, 200));
         e.timestamp.clone_from(&f.timestamp);
@@ -430,6 +450,9 @@ impl<'a> Reducer<'a> {
                 });
             }
             RUNTIME_BEFORE.set(Some(before));
+        }
+        if let Some(key) = self.key.take() {
+            KEY.set(key);
         }
         self.out
     }

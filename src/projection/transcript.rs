@@ -27,12 +27,12 @@ impl<'a> Reducer<'a> {
         nonempty(self.fact.ids.message_id.as_deref()).or_else(|| self.first_str(&["messageId"]))
     }
 
-    /// `agent \u{1f} turn`, computed once per fact.
+    /// `agent \u{1f} turn`, computed once per fact (into a kept buffer).
     fn message_key(&self) -> &str {
         self.key.get_or_init(|| {
             let agent = self.agent_str().unwrap_or_default();
             let turn = self.turn_str().unwrap_or_default();
-            let mut key = String::with_capacity(agent.len() + 1 + turn.len());
+            let mut key = super::reducer::key_buffer();
             key.push_str(agent);
             key.push('\u{1f}');
             key.push_str(turn);
@@ -213,16 +213,16 @@ impl<'a> Reducer<'a> {
     }
 
     /// Stream `delta` into the open part of `kind`, opening one if needed.
-    fn stream_into(&mut self, msg: &str, kind: Stream, delta: String) {
+    fn stream_into(&mut self, msg: String, kind: Stream, delta: String) {
         let wanted = nonempty(self.fact.ids.part_id.as_deref());
         let open = self
-            .open_part(msg, kind)
+            .open_part(&msg, kind)
             .filter(|(id, _)| wanted.as_deref().is_none_or(|w| w == id));
         let id = match open {
             Some((id, _)) => id,
             None => {
-                self.end_open(msg);
-                match self.start_part(msg, kind) {
+                self.end_open(&msg);
+                match self.start_part(&msg, kind) {
                     Some(id) => id,
                     None => return,
                 }
@@ -232,7 +232,7 @@ impl<'a> Reducer<'a> {
             Stream::Text => Chunk::TextDelta { id, delta },
             Stream::Reasoning => Chunk::ReasoningDelta { id, delta },
         };
-        self.emit(msg, c);
+        self.emit_to(msg, c);
     }
 
     /// `text.delta`.
@@ -244,7 +244,7 @@ impl<'a> Reducer<'a> {
             return;
         }
         let msg = self.ensure_assistant();
-        self.stream_into(&msg, Stream::Text, delta);
+        self.stream_into(msg, Stream::Text, delta);
     }
 
     /// `reasoning.delta`: projected only when raw reasoning is enabled.
@@ -267,7 +267,7 @@ impl<'a> Reducer<'a> {
             return;
         }
         let msg = self.ensure_assistant();
-        self.stream_into(&msg, Stream::Reasoning, delta);
+        self.stream_into(msg, Stream::Reasoning, delta);
     }
 
     /// `reasoning.summary`: a collapsed reasoning part; reconciles with raw
