@@ -146,12 +146,13 @@ impl RawJson {
     }
 
     /// `value` encoded as JSON, `None` if it cannot be. Written into a
-    /// reused buffer, then copied once into a string of the exact size.
+    /// reused buffer (by `compact_json`: serde_json's bytes, sooner), then
+    /// copied once into a string of the exact size.
     pub fn try_of<T: Serialize + ?Sized>(value: &T) -> Option<Self> {
         thread_local!(static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) });
         let encode = |buf: &mut Vec<u8>| {
             buf.clear();
-            serde_json::to_writer(&mut *buf, value).ok()?;
+            super::compact_json::to_vec(buf, value).ok()?;
             std::str::from_utf8(buf).ok().map(|s| RawJson(s.into()))
         };
         BUF.with(|b| match b.try_borrow_mut() {

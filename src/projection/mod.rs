@@ -21,6 +21,7 @@ mod artifacts;
 pub mod chunk;
 mod coding;
 mod collaboration;
+mod compact_json;
 mod evidence;
 mod hash_index;
 mod input;

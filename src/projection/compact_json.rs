@@ -1,0 +1,500 @@
+//! Compact JSON for the reducer's hot encodings (surface entries, the
+//! runtime): a `serde::Serializer` that writes the same bytes as
+//! `serde_json::to_writer`, with object keys and strings that need no
+//! escaping copied in one piece instead of scanned through `io::Write` a
+//! fragment at a time. Anything it does not write the way serde_json would
+//! (a raw value, a map key that is not a string, an error) makes
+//! [`to_vec`] fall back to serde_json for the whole value.
+
+use std::cell::Cell;
+
+use serde::ser::{self, Serialize};
+
+type Error = serde_json::Error;
+type Result<T = ()> = std::result::Result<T, Error>;
+
+/// Append `value`'s compact JSON to `out`, byte for byte what
+/// `serde_json::to_writer` writes (and its error when it fails).
+pub fn to_vec<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result {
+    let start = out.len();
+    if value.serialize(&mut Compact { out: &mut *out }).is_ok() {
+        return Ok(());
+    }
+    out.truncate(start);
+    serde_json::to_writer(out, value)
+}
+
+/// Bytes that a JSON string must escape: controls, `"` and `\`.
+const ESCAPED: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = true;
+        i += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
+/// `s` as a JSON string: copied whole when nothing needs escaping (no
+/// branch per byte), else escaped by serde_json.
+fn string(out: &mut Vec<u8>, s: &str) -> Result {
+    let escape = s.bytes().fold(false, |e, b| e | ESCAPED[b as usize]);
+    if escape {
+        return serde_json::to_writer(out, s);
+    }
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    out.extend_from_slice(s.as_bytes());
+    out.push(b'"');
+    Ok(())
+}
+
+/// `"key":` for a struct field's name. A name is `'static`, so once it has
+/// been found clean (nothing to escape) its address and length say so from
+/// then on: the common case costs a lookup, not a scan.
+fn field_key(out: &mut Vec<u8>, key: &'static str) -> Result {
+    thread_local! {
+        static CLEAN: [Cell<(usize, usize)>; 64] = const { [const { Cell::new((0, 0)) }; 64] };
+    }
+    let id = (key.as_ptr() as usize, key.len());
+    let clean = CLEAN.with(|seen| {
+        let slot = &seen[(id.0 ^ id.0 >> 7 ^ id.1) & 63];
+        if slot.get() == id {
+            return true;
+        }
+        let clean = !key.bytes().fold(false, |e, b| e | ESCAPED[b as usize]);
+        if clean {
+            slot.set(id);
+        }
+        clean
+    });
+    if !clean {
+        string(out, key)?;
+        out.push(b':');
+        return Ok(());
+    }
+    out.reserve(key.len() + 3);
+    out.push(b'"');
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(b"\":");
+    Ok(())
+}
+
+/// Not written here: the caller falls back to serde_json.
+fn unsupported() -> Error {
+    ser::Error::custom("left to serde_json")
+}
+
+/// serde_json's raw JSON passes through serde as a struct of this name; only
+/// serde_json writes it as it is.
+const RAW_VALUE: &str = "$serde_json::private::RawValue";
+
+struct Compact<'b> {
+    out: &'b mut Vec<u8>,
+}
+
+impl Compact<'_> {
+    fn int(&mut self, v: impl itoa::Integer) -> Result {
+        self.out
+            .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        Ok(())
+    }
+
+    fn raw(&mut self, s: &[u8]) -> Result {
+        self.out.extend_from_slice(s);
+        Ok(())
+    }
+
+    /// `{"variant":` before an externally tagged variant's content.
+    fn tag(&mut self, variant: &str) -> Result {
+        self.out.push(b'{');
+        string(self.out, variant)?;
+        self.out.push(b':');
+        Ok(())
+    }
+}
+
+/// A sequence or object under way: `close` is what ends it (`]`, `}`, or
+/// `]}` / `}}` for a variant's content).
+struct Compound<'a, 'b> {
+    ser: &'a mut Compact<'b>,
+    first: bool,
+    close: &'static [u8],
+}
+
+impl Compound<'_, '_> {
+    fn comma(&mut self) {
+        if !std::mem::take(&mut self.first) {
+            self.ser.out.push(b',');
+        }
+    }
+
+    fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
+        self.comma();
+        value.serialize(&mut *self.ser)
+    }
+
+    fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result {
+        self.comma();
+        field_key(self.ser.out, key)?;
+        value.serialize(&mut *self.ser)
+    }
+
+    fn end(self) -> Result {
+        self.ser.raw(self.close)
+    }
+}
+
+impl<'a, 'b> ser::Serializer for &'a mut Compact<'b> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = Compound<'a, 'b>;
+    type SerializeTuple = Compound<'a, 'b>;
+    type SerializeTupleStruct = Compound<'a, 'b>;
+    type SerializeTupleVariant = Compound<'a, 'b>;
+    type SerializeMap = Compound<'a, 'b>;
+    type SerializeStruct = Compound<'a, 'b>;
+    type SerializeStructVariant = Compound<'a, 'b>;
+
+    fn serialize_bool(self, v: bool) -> Result {
+        self.raw(if v { b"true" } else { b"false" })
+    }
+    fn serialize_i8(self, v: i8) -> Result {
+        self.int(v)
+    }
+    fn serialize_i16(self, v: i16) -> Result {
+        self.int(v)
+    }
+    fn serialize_i32(self, v: i32) -> Result {
+        self.int(v)
+    }
+    fn serialize_i64(self, v: i64) -> Result {
+        self.int(v)
+    }
+    fn serialize_i128(self, v: i128) -> Result {
+        self.int(v)
+    }
+    fn serialize_u8(self, v: u8) -> Result {
+        self.int(v)
+    }
+    fn serialize_u16(self, v: u16) -> Result {
+        self.int(v)
+    }
+    fn serialize_u32(self, v: u32) -> Result {
+        self.int(v)
+    }
+    fn serialize_u64(self, v: u64) -> Result {
+        self.int(v)
+    }
+    fn serialize_u128(self, v: u128) -> Result {
+        self.int(v)
+    }
+    fn serialize_f32(self, v: f32) -> Result {
+        serde_json::to_writer(&mut *self.out, &v)
+    }
+    fn serialize_f64(self, v: f64) -> Result {
+        serde_json::to_writer(&mut *self.out, &v)
+    }
+    fn serialize_char(self, v: char) -> Result {
+        string(self.out, v.encode_utf8(&mut [0; 4]))
+    }
+    fn serialize_str(self, v: &str) -> Result {
+        string(self.out, v)
+    }
+    fn serialize_bytes(self, v: &[u8]) -> Result {
+        use ser::SerializeSeq;
+        let mut seq = self.serialize_seq(Some(v.len()))?;
+        for b in v {
+            seq.serialize_element(b)?;
+        }
+        seq.end()
+    }
+    fn serialize_none(self) -> Result {
+        self.raw(b"null")
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result {
+        self.raw(b"null")
+    }
+    fn serialize_unit_struct(self, _name: &'static str) -> Result {
+        self.raw(b"null")
+    }
+    fn serialize_unit_variant(self, _n: &'static str, _i: u32, variant: &'static str) -> Result {
+        string(self.out, variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        name: &'static str,
+        value: &T,
+    ) -> Result {
+        if name == RAW_VALUE {
+            return Err(unsupported());
+        }
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _n: &'static str,
+        _i: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result {
+        self.tag(variant)?;
+        value.serialize(&mut *self)?;
+        self.raw(b"}")
+    }
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq> {
+        self.out.push(b'[');
+        Ok(Compound {
+            ser: self,
+            first: true,
+            close: b"]",
+        })
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Self::SerializeTuple> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_struct(
+        self,
+        _name: &'static str,
+        len: usize,
+    ) -> Result<Self::SerializeTupleStruct> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_variant(
+        self,
+        _n: &'static str,
+        _i: u32,
+        variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleVariant> {
+        self.tag(variant)?;
+        self.out.push(b'[');
+        Ok(Compound {
+            ser: self,
+            first: true,
+            close: b"]}",
+        })
+    }
+    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap> {
+        self.out.push(b'{');
+        Ok(Compound {
+            ser: self,
+            first: true,
+            close: b"}",
+        })
+    }
+    fn serialize_struct(self, name: &'static str, len: usize) -> Result<Self::SerializeStruct> {
+        if name == RAW_VALUE {
+            return Err(unsupported());
+        }
+        self.serialize_map(Some(len))
+    }
+    fn serialize_struct_variant(
+        self,
+        _n: &'static str,
+        _i: u32,
+        variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStructVariant> {
+        self.tag(variant)?;
+        self.out.push(b'{');
+        Ok(Compound {
+            ser: self,
+            first: true,
+            close: b"}}",
+        })
+    }
+}
+
+impl ser::SerializeSeq for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
+        self.element(value)
+    }
+    fn end(self) -> Result {
+        Compound::end(self)
+    }
+}
+
+impl ser::SerializeTuple for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
+        self.element(value)
+    }
+    fn end(self) -> Result {
+        Compound::end(self)
+    }
+}
+
+impl ser::SerializeTupleStruct for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
+        self.element(value)
+    }
+    fn end(self) -> Result {
+        Compound::end(self)
+    }
+}
+
+impl ser::SerializeTupleVariant for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
+        self.element(value)
+    }
+    fn end(self) -> Result {
+        Compound::end(self)
+    }
+}
+
+impl ser::SerializeMap for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result {
+        self.comma();
+        key.serialize(KeyOnly(&mut *self.ser.out))?;
+        self.ser.out.push(b':');
+        Ok(())
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
+        value.serialize(&mut *self.ser)
+    }
+    fn end(self) -> Result {
+        Compound::end(self)
+    }
+}
+
+impl ser::SerializeStruct for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result {
+        self.field(key, value)
+    }
+    fn end(self) -> Result {
+        Compound::end(self)
+    }
+}
+
+impl ser::SerializeStructVariant for Compound<'_, '_> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result {
+        self.field(key, value)
+    }
+    fn end(self) -> Result {
+        Compound::end(self)
+    }
+}
+
+/// A map key: strings (and what serialises as one) only; serde_json's
+/// quoted numbers and booleans are left to it.
+struct KeyOnly<'b>(&'b mut Vec<u8>);
+
+macro_rules! left_to_serde_json {
+    ($($f:ident: $t:ty),*) => {$(
+        fn $f(self, _v: $t) -> Result {
+            Err(unsupported())
+        }
+    )*};
+}
+
+impl ser::Serializer for KeyOnly<'_> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = ser::Impossible<(), Error>;
+    type SerializeTuple = ser::Impossible<(), Error>;
+    type SerializeTupleStruct = ser::Impossible<(), Error>;
+    type SerializeTupleVariant = ser::Impossible<(), Error>;
+    type SerializeMap = ser::Impossible<(), Error>;
+    type SerializeStruct = ser::Impossible<(), Error>;
+    type SerializeStructVariant = ser::Impossible<(), Error>;
+
+    fn serialize_str(self, v: &str) -> Result {
+        string(self.0, v)
+    }
+    fn serialize_char(self, v: char) -> Result {
+        string(self.0, v.encode_utf8(&mut [0; 4]))
+    }
+    fn serialize_unit_variant(self, _n: &'static str, _i: u32, variant: &'static str) -> Result {
+        string(self.0, variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(self, _n: &'static str, v: &T) -> Result {
+        v.serialize(self)
+    }
+    left_to_serde_json!(
+        serialize_bool: bool, serialize_i8: i8, serialize_i16: i16, serialize_i32: i32,
+        serialize_i64: i64, serialize_i128: i128, serialize_u8: u8, serialize_u16: u16,
+        serialize_u32: u32, serialize_u64: u64, serialize_u128: u128, serialize_f32: f32,
+        serialize_f64: f64, serialize_bytes: &[u8]
+    );
+    fn serialize_none(self) -> Result {
+        Err(unsupported())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, _v: &T) -> Result {
+        Err(unsupported())
+    }
+    fn serialize_unit(self) -> Result {
+        Err(unsupported())
+    }
+    fn serialize_unit_struct(self, _n: &'static str) -> Result {
+        Err(unsupported())
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _n: &'static str,
+        _i: u32,
+        _v: &'static str,
+        _value: &T,
+    ) -> Result {
+        Err(unsupported())
+    }
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq> {
+        Err(unsupported())
+    }
+    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple> {
+        Err(unsupported())
+    }
+    fn serialize_tuple_struct(
+        self,
+        _n: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleStruct> {
+        Err(unsupported())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _n: &'static str,
+        _i: u32,
+        _v: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleVariant> {
+        Err(unsupported())
+    }
+    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap> {
+        Err(unsupported())
+    }
+    fn serialize_struct(self, _n: &'static str, _len: usize) -> Result<Self::SerializeStruct> {
+        Err(unsupported())
+    }
+    fn serialize_struct_variant(
+        self,
+        _n: &'static str,
+        _i: u32,
+        _v: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStructVariant> {
+        Err(unsupported())
+    }
+}
+
+#[cfg(test)]
+#[path = "compact_json_tests.rs"]
+mod tests;
