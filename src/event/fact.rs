@@ -220,9 +220,20 @@ impl Fact {
         }
     }
 
+    /// A payload field. A payload of a few fields (almost every one) is
+    /// scanned rather than hashed: its map's SipHash of the key costs more
+    /// than comparing a handful of short keys.
+    pub fn payload_get(&self, key: &str) -> Option<&Value> {
+        if self.payload.len() <= 8 {
+            self.payload.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
+        } else {
+            self.payload.get(key)
+        }
+    }
+
     /// A payload string field.
     pub fn payload_str(&self, key: &str) -> Option<&str> {
-        self.payload.get(key).and_then(Value::as_str)
+        self.payload_get(key).and_then(Value::as_str)
     }
 
     /// The first payload string among `keys`.

@@ -11,7 +11,7 @@ impl Reducer<'_> {
     fn id_list(&self, keys: &[&str]) -> Vec<String> {
         let mut v = Vec::new();
         for k in keys {
-            if let Some(Value::Array(a)) = self.fact.payload.get(*k) {
+            if let Some(Value::Array(a)) = self.fact.payload_get(k) {
                 for x in a {
                     let id = x.as_str().or_else(|| {
                         ["id", "ref", "refId", "path", "name"]
@@ -76,7 +76,7 @@ impl Reducer<'_> {
                     None => b["status"] == "running",
                 });
                 let patch = json!({"status": "completed", "completedCursor": cursor, "summary": summary, "resumeRef": resume,
-                    "tokensBefore": self.fact.payload.get("tokensBefore"), "tokensAfter": self.fact.payload.get("tokensAfter")});
+                    "tokensBefore": self.fact.payload_get("tokensBefore"), "tokensAfter": self.fact.payload_get("tokensAfter")});
                 match open {
                     Some(i) => merge(&mut c.compactions[i], patch),
                     None => {

@@ -193,7 +193,7 @@ impl<'a> Reducer<'a> {
         let target = self.first_str(&["target"]);
         let ops = ["patch", "operations", "ops", "delta"]
             .iter()
-            .find_map(|k| self.fact.payload.get(*k).and_then(Value::as_array).cloned());
+            .find_map(|k| self.fact.payload_get(k).and_then(Value::as_array).cloned());
         let result = match (target.as_deref(), ops) {
             (Some(t), _) if t != "app" && t != APP_ROOT => {
                 Err(format!("target '{t}' is not allowed; only 'app' is"))

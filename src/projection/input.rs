@@ -137,7 +137,7 @@ impl<'a> Reducer<'a> {
         let mut out = Vec::new();
         let mut n = 0;
         for key in ["attachments", "files", "images"] {
-            let Some(Value::Array(items)) = self.fact.payload.get(key) else {
+            let Some(Value::Array(items)) = self.fact.payload_get(key) else {
                 continue;
             };
             let items = items.clone();

@@ -40,7 +40,7 @@ impl Reducer<'_> {
             "steers",
             "steering",
         ] {
-            let list = match self.fact.payload.get(key) {
+            let list = match self.fact.payload_get(key) {
                 Some(Value::Array(a)) => a.clone(),
                 Some(v @ Value::Object(_)) => vec![v.clone()],
                 Some(Value::String(s)) if !s.trim().is_empty() => vec![json!({"text": s})],

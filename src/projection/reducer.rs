@@ -191,7 +191,7 @@ impl<'a> Reducer<'a> {
     /// First payload value among `keys` that is not null.
     pub fn first_value(&self, keys: &[&str]) -> Option<Value> {
         keys.iter()
-            .find_map(|k| self.fact.payload.get(*k).filter(|v| !v.is_null()).cloned())
+            .find_map(|k| self.fact.payload_get(k).filter(|v| !v.is_null()).cloned())
     }
 
     /// First payload string among `keys`, even if blank (text deltas).
@@ -203,7 +203,7 @@ impl<'a> Reducer<'a> {
 
     /// A payload integer.
     pub fn payload_int(&self, key: &str) -> Option<i64> {
-        self.fact.payload.get(key).and_then(|v| {
+        self.fact.payload_get(key).and_then(|v| {
             v.as_i64()
                 .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
         })

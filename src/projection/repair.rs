@@ -52,7 +52,7 @@ impl<'a> Reducer<'a> {
     pub fn on_repair(&mut self) {
         self.books.sequence.repair();
         self.refuse_fake_completions();
-        if let Some(Value::Array(ms)) = self.fact.payload.get("messages").cloned() {
+        if let Some(Value::Array(ms)) = self.fact.payload_get("messages").cloned() {
             self.restore_messages(&ms);
         }
         if self.fact.class == "state.snapshot" || self.fact.payload.contains_key("app") {
@@ -64,17 +64,17 @@ impl<'a> Reducer<'a> {
     /// have not said so: ignored, with a finding each.
     fn refuse_fake_completions(&mut self) {
         let mut claims: Vec<(String, String, String)> = Vec::new();
-        for (id, e) in entries(self.fact.payload.get("tools"), "toolCallId") {
+        for (id, e) in entries(self.fact.payload_get("tools"), "toolCallId") {
             if let Some(w) = word(&e, &["status", "state"]) {
                 claims.push(("tool".into(), id, w));
             }
         }
-        for (id, e) in entries(self.fact.payload.get("actions"), "actionId") {
+        for (id, e) in entries(self.fact.payload_get("actions"), "actionId") {
             if let Some(w) = word(&e, &["status", "decision"]) {
                 claims.push(("action".into(), id, w));
             }
         }
-        if let Some(Value::Array(ms)) = self.fact.payload.get("messages") {
+        if let Some(Value::Array(ms)) = self.fact.payload_get("messages") {
             for p in ms
                 .iter()
                 .filter_map(|m| m.get("parts")?.as_array())

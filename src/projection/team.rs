@@ -166,7 +166,7 @@ impl<'a> Reducer<'a> {
     fn payload_strs(&self, keys: &[&str]) -> Vec<String> {
         let mut v = Vec::new();
         for k in keys {
-            match self.fact.payload.get(*k) {
+            match self.fact.payload_get(k) {
                 Some(Value::String(s)) if !s.trim().is_empty() => push_unique(&mut v, s),
                 Some(Value::Array(a)) => {
                     for s in a.iter().filter_map(Value::as_str) {
@@ -341,7 +341,7 @@ impl<'a> Reducer<'a> {
     /// Roster-only members get `lineage: "unknown"`: nothing said anything
     /// about their parents (no diagnostic: a coordinator has none).
     pub fn on_team_changed(&mut self) {
-        if let Some(Value::Array(a)) = self.fact.payload.get("roster") {
+        if let Some(Value::Array(a)) = self.fact.payload_get("roster") {
             let members: Vec<Value> = a.clone();
             for x in members {
                 let id = x
@@ -380,7 +380,7 @@ impl<'a> Reducer<'a> {
             merge(&mut self.state.team.info, info);
             self.touch("team", "info");
         }
-        if let Some(Value::Array(items)) = self.fact.payload.get("workItems").cloned() {
+        if let Some(Value::Array(items)) = self.fact.payload_get("workItems").cloned() {
             for it in items {
                 let id = it
                     .get("taskId")

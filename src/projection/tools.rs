@@ -371,7 +371,7 @@ impl<'a> Reducer<'a> {
     /// sent it (`payload.verbatim: true`, set for UI message stream ingest):
     /// the tool part shows it as it is, not as summary plus refs.
     fn verbatim(&self) -> bool {
-        self.fact.payload.get("verbatim").and_then(Value::as_bool) == Some(true)
+        self.fact.payload_get("verbatim").and_then(Value::as_bool) == Some(true)
     }
 
     /// The output of a successful tool: small summary plus refs, or the

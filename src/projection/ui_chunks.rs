@@ -72,7 +72,7 @@ impl Reducer<'_> {
             .to_string();
         let id = raw.get("id")?.as_str()?.to_string();
         let patch = raw.get("patch").and_then(|p| p.as_array()).cloned();
-        let keep = self.fact.payload.get("replace").and_then(|r| r.as_bool()) == Some(false);
+        let keep = self.fact.payload_get("replace").and_then(|r| r.as_bool()) == Some(false);
         if patch.is_none() && !keep {
             return None;
         }
