@@ -61,7 +61,7 @@ fn write_timeline(buf: &mut Vec<u8>, t: &TimelineEntry) {
         taxonomy: Option<&'a crate::event::Taxonomy>,
     }
     let more = More {
-        source_class: (t.source_class != t.class).then_some(t.source_class.as_str()),
+        source_class: (t.source_class != t.class).then_some(&*t.source_class),
         status: t.status.as_deref(),
         title: t.title.as_deref(),
         timestamp: t.timestamp.as_deref(),

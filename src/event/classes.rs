@@ -157,13 +157,19 @@ pub fn is_retired(class: &str) -> bool {
     RETIRED.contains(&class)
 }
 
-/// True when the reducer has rules for this canonical class (a set lookup:
-/// this runs for every fact, and `KNOWN` is long).
+/// True when the reducer has rules for this canonical class.
 pub fn is_known(canonical: &str) -> bool {
+    known(canonical).is_some()
+}
+
+/// The reducer's own name for this canonical class, if it has rules for it
+/// (a set lookup: this runs for every fact, and `KNOWN` is long). Being
+/// `'static`, it is shared rather than copied where the fact is kept.
+pub fn known(canonical: &str) -> Option<&'static str> {
     type Set = std::collections::HashSet<&'static str, foldhash::fast::RandomState>;
     static SET: std::sync::LazyLock<Set> =
         std::sync::LazyLock::new(|| KNOWN.iter().copied().collect());
-    SET.contains(canonical)
+    SET.get(canonical).copied()
 }
 
 /// Status derived from the class suffix when the event carries none (seed 002).

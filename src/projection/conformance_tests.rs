@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::tests::Run;
 use super::*;
-use crate::event::{Envelope, ScopeIds};
+use crate::event::{classes, Envelope, ScopeIds};
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),

@@ -61,7 +61,7 @@ mod tests_taxonomy;
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{classes, taxonomy, Fact};
+use crate::event::{taxonomy, Fact};
 pub use chunk::{Chunk, ChunkOut, FinishReason, Origin, RawJson};
 pub use public_state::PublicState;
 use reducer::{Bookkeeping, Reducer};
@@ -257,7 +257,7 @@ impl Projection {
 fn dispatch(cx: &mut Reducer<'_>) {
     let fact = cx.fact;
     let class = fact.class.as_str();
-    if !classes::is_known(class) {
+    if cx.known_class.is_none() {
         cx.diag(
             "unknown_event_class",
             public_state::Severity::Info,

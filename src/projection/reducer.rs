@@ -5,6 +5,8 @@
 //! surface entries into `data-<surface>` chunks at the end of a fact (their
 //! JSON comes from `surface_json.rs`).
 
+use std::borrow::Cow;
+
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -60,6 +62,8 @@ pub struct Reducer<'a> {
     /// The fact's `agent \u{1f} turn` key, computed once per fact.
     pub(super) key: std::cell::OnceCell<String>,
     actions_len_before: usize,
+    /// The fact's class as the reducer knows it (`None`: no rules for it).
+    pub known_class: Option<&'static str>,
     /// The runtime as it was before the fact's first change to it (see
     /// [`Reducer::runtime_mut`]); `None` while the fact has not changed it.
     runtime_before: Option<Runtime>,
@@ -97,6 +101,19 @@ pub fn truncate(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_string(),
+    }
+}
+
+/// A timeline entry's class: the known class's `'static` name (no copy),
+/// else `class` copied into the entry's own string.
+fn set_class(to: &mut Cow<'static, str>, class: &str, known: Option<&'static str>) {
+    match (known, &mut *to) {
+        (Some(k), _) => *to = Cow::Borrowed(k),
+        (None, Cow::Owned(s)) => {
+            s.clear();
+            s.push_str(class);
+        }
+        (None, _) => *to = Cow::Owned(class.to_string()),
     }
 }
 
@@ -164,6 +181,7 @@ impl<'a> Reducer<'a> {
             touched: Vec::new(),
             key: std::cell::OnceCell::new(),
             actions_len_before,
+            known_class: crate::event::classes::known(&fact.class),
             runtime_before: None,
         }
     }
@@ -380,13 +398,13 @@ impl<'a> Reducer<'a> {
         };
         e.cursor = self.cursor;
         e.event_id.clone_from(&f.id);
-        // The entry refilled is often of the same class as the new fact.
-        if e.class != f.class {
-            e.class.clone_from(&f.class);
-        }
-        if e.source_class != f.source_class {
-            e.source_class.clone_from(&f.source_class);
-        }
+        set_class(&mut e.class, &f.class, self.known_class);
+        let same = f.source_class == f.class;
+        set_class(
+            &mut e.source_class,
+            &f.source_class,
+            self.known_class.filter(|_| same),
+        );
         e.status.clone_from(&f.status);
         e.title = f.title.as_ref().map(|t| truncate(t, 200));
         e.timestamp.clone_from(&f.timestamp);

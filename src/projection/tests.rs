@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::event::ScopeIds;
+use crate::event::{classes, ScopeIds};
 
 /// Test fact builder.
 pub struct F(pub Fact);

@@ -527,6 +527,14 @@ fn bounds_are_respected() {
         let titled = e.event_id.starts_with('c');
         assert_eq!(e.title.is_some(), titled, "{e:?}");
         assert_eq!(e.taxonomy.is_some(), titled, "{e:?}");
+        // Known classes and an unknown one refill each other's entries.
+        let class = match &e.event_id[..1] {
+            "a" => "text.delta",
+            "b" => "tool.failed",
+            "c" => "bogus.class",
+            _ => "artifact.changed",
+        };
+        assert_eq!((&*e.class, &*e.source_class), (class, class), "{e:?}");
     }
     assert_eq!(s.timeline[3].title.as_deref(), Some("title 39"));
     assert_eq!(s.diagnostics.len(), 4);

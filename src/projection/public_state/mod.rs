@@ -4,6 +4,7 @@
 
 mod entries;
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use indexmap::IndexMap;
@@ -331,8 +332,9 @@ pub struct Diagnostic {
 pub struct TimelineEntry {
     pub cursor: u64,
     pub event_id: String,
-    pub class: String,
-    pub source_class: String,
+    /// A known class is the reducer's own `'static` name, not a copy.
+    pub class: Cow<'static, str>,
+    pub source_class: Cow<'static, str>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
