@@ -77,39 +77,35 @@ impl<'a> Reducer<'a> {
     /// `preserve_order` is a swap-remove (the last key takes the removed
     /// one's place), and the card's bytes are part of the wire contract.
     fn action_card(e: &ActionEntry) -> Value {
-        let s = |v: &String| Value::String(v.clone());
-        let os = |k: &'static str, v: &Option<String>| v.as_ref().map(|v| (k, s(v)));
-        let ov = |k: &'static str, v: &Option<Value>| v.as_ref().map(|v| (k, v.clone()));
-        let on = |k: &'static str, v: Option<u64>| v.map(|v| (k, Value::from(v)));
         let r = &e.request;
-        // The entry's keys in its `Serialize` order (the request flattened).
-        let keys = [
-            Some(("actionId", s(&e.action_id))),
-            Some(("status", s(&e.status))),
-            os("actionType", &e.action_type),
-            os("title", &e.title),
-            os("decision", &e.decision),
-            os("toolCallId", &e.tool_call_id),
-            os("requestedBy", &e.requested_by),
-            e.message_id.as_ref().map(|_| ("messageId", Value::Null)),
-            on("requestedCursor", e.requested_cursor),
-            on("resolvedCursor", e.resolved_cursor),
-            os("question", &r.question),
-            os("detail", &r.detail),
-            ov("options", &r.options),
-            ov("schema", &r.schema),
-            os("toolName", &r.tool_name),
-            ov("input", &r.input),
-            os("risk", &r.risk),
-            ov("scope", &r.scope),
-            ov("plan", &r.plan),
-            ov("grant", &r.grant),
-            ov("credential", &r.credential),
-            os("artifactId", &r.artifact_id),
-            os("versionId", &r.version_id),
-            os("expiresAt", &r.expires_at),
-        ];
-        let mut fields: Vec<(&'static str, Value)> = keys.into_iter().flatten().collect();
+        // The entry's keys in its `Serialize` order (the request flattened),
+        // each present one pushed straight into the list.
+        let mut c = Card(Vec::with_capacity(12));
+        c.s("actionId", Some(&e.action_id))
+            .s("status", Some(&e.status))
+            .s("actionType", e.action_type.as_ref())
+            .s("title", e.title.as_ref())
+            .s("decision", e.decision.as_ref())
+            .s("toolCallId", e.tool_call_id.as_ref())
+            .s("requestedBy", e.requested_by.as_ref())
+            .v("messageId", e.message_id.as_ref().map(|_| &Value::Null))
+            .n("requestedCursor", e.requested_cursor)
+            .n("resolvedCursor", e.resolved_cursor)
+            .s("question", r.question.as_ref())
+            .s("detail", r.detail.as_ref())
+            .v("options", r.options.as_ref())
+            .v("schema", r.schema.as_ref())
+            .s("toolName", r.tool_name.as_ref())
+            .v("input", r.input.as_ref())
+            .s("risk", r.risk.as_ref())
+            .v("scope", r.scope.as_ref())
+            .v("plan", r.plan.as_ref())
+            .v("grant", r.grant.as_ref())
+            .v("credential", r.credential.as_ref())
+            .s("artifactId", r.artifact_id.as_ref())
+            .s("versionId", r.version_id.as_ref())
+            .s("expiresAt", r.expires_at.as_ref());
+        let mut fields = c.0;
         for k in ["messageId", "requestedCursor", "resolvedCursor"] {
             if let Some(i) = fields.iter().position(|(f, _)| *f == k) {
                 fields.swap_remove(i);
@@ -259,6 +255,32 @@ impl<'a> Reducer<'a> {
             self.resume_if_unblocked();
         }
         self.touch("actions", aid);
+    }
+}
+
+/// An action card's fields, in order: each pushed only when present.
+struct Card(Vec<(&'static str, Value)>);
+
+impl Card {
+    fn s(&mut self, key: &'static str, v: Option<&String>) -> &mut Self {
+        if let Some(v) = v {
+            self.0.push((key, Value::String(v.clone())));
+        }
+        self
+    }
+
+    fn v(&mut self, key: &'static str, v: Option<&Value>) -> &mut Self {
+        if let Some(v) = v {
+            self.0.push((key, v.clone()));
+        }
+        self
+    }
+
+    fn n(&mut self, key: &'static str, v: Option<u64>) -> &mut Self {
+        if let Some(v) = v {
+            self.0.push((key, Value::from(v)));
+        }
+        self
     }
 }
 
