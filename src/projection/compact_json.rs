@@ -24,6 +24,16 @@ pub fn to_vec<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result {
     serde_json::to_writer(out, value)
 }
 
+/// `value`'s compact JSON as a string: what `Value::to_string` gives,
+/// without going through `fmt`. Empty if it cannot be encoded.
+pub fn to_string<T: Serialize + ?Sized>(value: &T) -> String {
+    let mut out = Vec::with_capacity(64);
+    match to_vec(&mut out, value) {
+        Ok(()) => String::from_utf8(out).unwrap_or_default(),
+        Err(_) => String::new(),
+    }
+}
+
 /// Bytes that a JSON string must escape: controls, `"` and `\`.
 const ESCAPED: [bool; 256] = {
     let mut t = [false; 256];

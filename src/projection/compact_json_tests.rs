@@ -186,7 +186,9 @@ fn random_values_are_written_as_serde_json_writes_them() {
         }
     }
     for _ in 0..2000 {
-        same(&value(&mut next, 0));
+        let v = value(&mut next, 0);
+        assert_eq!(same(&v), v.to_string());
+        assert_eq!(super::to_string(&v), v.to_string());
     }
 }
 

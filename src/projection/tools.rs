@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::chunk::Chunk;
 use super::public_state::{Severity, ToolEntry};
+use super::compact_json;
 use super::reducer::{nonempty, push_unique, truncate, Reducer};
 use super::ui_message::{Part, ToolState};
 
@@ -48,7 +49,7 @@ impl<'a> Reducer<'a> {
         }
         if self.tool_kind() != "tool" {
             let p = Value::Object(self.fact.payload.clone());
-            if !self.fact.payload.is_empty() && p.to_string().len() <= MAX_INLINE_SUMMARY {
+            if !self.fact.payload.is_empty() && compact_json::to_string(&p).len() <= MAX_INLINE_SUMMARY {
                 return p;
             }
         }
@@ -113,7 +114,7 @@ impl<'a> Reducer<'a> {
 
     fn summarise_input(e: &mut ToolEntry, input: &Value) {
         if !input.is_null() {
-            e.input_summary = Some(truncate(&input.to_string(), 200));
+            e.input_summary = Some(truncate(&compact_json::to_string(input), 200));
         }
     }
 
@@ -254,7 +255,7 @@ impl<'a> Reducer<'a> {
         }
         let preview = self
             .first_value(&["preview", "partialOutput", "outputPreview", "delta"])
-            .filter(|v| self.verbatim() || v.to_string().len() <= MAX_INLINE_SUMMARY);
+            .filter(|v| self.verbatim() || compact_json::to_string(v).len() <= MAX_INLINE_SUMMARY);
         if progress.is_none() && preview.is_none() && output_refs.is_empty() {
             return;
         }
