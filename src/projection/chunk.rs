@@ -149,15 +149,15 @@ impl RawJson {
     /// reused buffer (by `compact_json`: serde_json's bytes, sooner), then
     /// copied once into a string of the exact size.
     pub fn try_of<T: Serialize + ?Sized>(value: &T) -> Option<Self> {
-        thread_local!(static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) });
-        let encode = |buf: &mut Vec<u8>| {
+        thread_local!(static BUF: RefCell<String> = const { RefCell::new(String::new()) });
+        let encode = |buf: &mut String| {
             buf.clear();
-            super::compact_json::to_vec(buf, value).ok()?;
-            std::str::from_utf8(buf).ok().map(|s| RawJson(s.into()))
+            super::compact_json::write(buf, value).ok()?;
+            Some(RawJson(buf.as_str().into()))
         };
         BUF.with(|b| match b.try_borrow_mut() {
             Ok(mut buf) => encode(&mut buf),
-            Err(_) => encode(&mut Vec::new()),
+            Err(_) => encode(&mut String::new()),
         })
     }
 

@@ -14,22 +14,24 @@ type Error = serde_json::Error;
 type Result<T = ()> = std::result::Result<T, Error>;
 
 /// Append `value`'s compact JSON to `out`, byte for byte what
-/// `serde_json::to_writer` writes (and its error when it fails).
-pub fn to_vec<T: Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result {
+/// `serde_json::to_writer` writes (and its error when it fails). Written as
+/// text, so that no one has to check it is UTF-8 afterwards.
+pub fn write<T: Serialize + ?Sized>(out: &mut String, value: &T) -> Result {
     let start = out.len();
     if value.serialize(&mut Compact { out: &mut *out }).is_ok() {
         return Ok(());
     }
     out.truncate(start);
-    serde_json::to_writer(out, value)
+    out.push_str(&serde_json::to_string(value)?);
+    Ok(())
 }
 
 /// `value`'s compact JSON as a string: what `Value::to_string` gives,
 /// without going through `fmt`. Empty if it cannot be encoded.
 pub fn to_string<T: Serialize + ?Sized>(value: &T) -> String {
-    let mut out = Vec::with_capacity(64);
-    match to_vec(&mut out, value) {
-        Ok(()) => String::from_utf8(out).unwrap_or_default(),
+    let mut out = String::with_capacity(64);
+    match write(&mut out, value) {
+        Ok(()) => out,
         Err(_) => String::new(),
     }
 }
@@ -49,22 +51,23 @@ const ESCAPED: [bool; 256] = {
 
 /// `s` as a JSON string: copied whole when nothing needs escaping (no
 /// branch per byte), else escaped by serde_json.
-fn string(out: &mut Vec<u8>, s: &str) -> Result {
+fn string(out: &mut String, s: &str) -> Result {
     let escape = s.bytes().fold(false, |e, b| e | ESCAPED[b as usize]);
     if escape {
-        return serde_json::to_writer(out, s);
+        escaped(out, s);
+        return Ok(());
     }
     out.reserve(s.len() + 2);
-    out.push(b'"');
-    out.extend_from_slice(s.as_bytes());
-    out.push(b'"');
+    out.push('"');
+    out.push_str(s);
+    out.push('"');
     Ok(())
 }
 
 /// `"key":` for a struct field's name. A name is `'static`, so once it has
 /// been found clean (nothing to escape) its address and length say so from
 /// then on: the common case costs a lookup, not a scan.
-fn field_key(out: &mut Vec<u8>, key: &'static str) -> Result {
+fn field_key(out: &mut String, key: &'static str) -> Result {
     thread_local! {
         static CLEAN: [Cell<(usize, usize)>; 64] = const { [const { Cell::new((0, 0)) }; 64] };
     }
@@ -82,14 +85,48 @@ fn field_key(out: &mut Vec<u8>, key: &'static str) -> Result {
     });
     if !clean {
         string(out, key)?;
-        out.push(b':');
+        out.push(':');
         return Ok(());
     }
     out.reserve(key.len() + 3);
-    out.push(b'"');
-    out.extend_from_slice(key.as_bytes());
-    out.extend_from_slice(b"\":");
+    out.push('"');
+    out.push_str(key);
+    out.push_str("\":");
     Ok(())
+}
+
+/// `s` as a JSON string with serde_json's escapes: the short forms where
+/// JSON has one, else `\u00xx` (lowercase hex).
+fn escaped(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push('"');
+    let mut from = 0;
+    for (i, b) in s.bytes().enumerate() {
+        if !ESCAPED[b as usize] {
+            continue;
+        }
+        // `b` is ASCII, so `i` and `i + 1` are character boundaries.
+        out.push_str(&s[from..i]);
+        from = i + 1;
+        let short = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            _ => {
+                out.push_str("\\u00");
+                out.push(HEX[usize::from(b >> 4)] as char);
+                out.push(HEX[usize::from(b & 0xf)] as char);
+                continue;
+            }
+        };
+        out.push_str(short);
+    }
+    out.push_str(&s[from..]);
+    out.push('"');
 }
 
 /// Not written here: the caller falls back to serde_json.
@@ -102,26 +139,32 @@ fn unsupported() -> Error {
 const RAW_VALUE: &str = "$serde_json::private::RawValue";
 
 struct Compact<'b> {
-    out: &'b mut Vec<u8>,
+    out: &'b mut String,
 }
 
 impl Compact<'_> {
     fn int(&mut self, v: impl itoa::Integer) -> Result {
-        self.out
-            .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+        self.out.push_str(itoa::Buffer::new().format(v));
         Ok(())
     }
 
-    fn raw(&mut self, s: &[u8]) -> Result {
-        self.out.extend_from_slice(s);
+    fn raw(&mut self, s: &str) -> Result {
+        self.out.push_str(s);
+        Ok(())
+    }
+
+    /// A float as serde_json writes it (its own exponent form, `null` when
+    /// not finite): left to serde_json.
+    fn float<F: Serialize>(&mut self, v: F) -> Result {
+        self.out.push_str(&serde_json::to_string(&v)?);
         Ok(())
     }
 
     /// `{"variant":` before an externally tagged variant's content.
     fn tag(&mut self, variant: &str) -> Result {
-        self.out.push(b'{');
+        self.out.push('{');
         string(self.out, variant)?;
-        self.out.push(b':');
+        self.out.push(':');
         Ok(())
     }
 }
@@ -131,13 +174,13 @@ impl Compact<'_> {
 struct Compound<'a, 'b> {
     ser: &'a mut Compact<'b>,
     first: bool,
-    close: &'static [u8],
+    close: &'static str,
 }
 
 impl Compound<'_, '_> {
     fn comma(&mut self) {
         if !std::mem::take(&mut self.first) {
-            self.ser.out.push(b',');
+            self.ser.out.push(',');
         }
     }
 
@@ -169,7 +212,7 @@ impl<'a, 'b> ser::Serializer for &'a mut Compact<'b> {
     type SerializeStructVariant = Compound<'a, 'b>;
 
     fn serialize_bool(self, v: bool) -> Result {
-        self.raw(if v { b"true" } else { b"false" })
+        self.raw(if v { "true" } else { "false" })
     }
     fn serialize_i8(self, v: i8) -> Result {
         self.int(v)
@@ -202,10 +245,10 @@ impl<'a, 'b> ser::Serializer for &'a mut Compact<'b> {
         self.int(v)
     }
     fn serialize_f32(self, v: f32) -> Result {
-        serde_json::to_writer(&mut *self.out, &v)
+        self.float(v)
     }
     fn serialize_f64(self, v: f64) -> Result {
-        serde_json::to_writer(&mut *self.out, &v)
+        self.float(v)
     }
     fn serialize_char(self, v: char) -> Result {
         string(self.out, v.encode_utf8(&mut [0; 4]))
@@ -222,16 +265,16 @@ impl<'a, 'b> ser::Serializer for &'a mut Compact<'b> {
         seq.end()
     }
     fn serialize_none(self) -> Result {
-        self.raw(b"null")
+        self.raw("null")
     }
     fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result {
         value.serialize(self)
     }
     fn serialize_unit(self) -> Result {
-        self.raw(b"null")
+        self.raw("null")
     }
     fn serialize_unit_struct(self, _name: &'static str) -> Result {
-        self.raw(b"null")
+        self.raw("null")
     }
     fn serialize_unit_variant(self, _n: &'static str, _i: u32, variant: &'static str) -> Result {
         string(self.out, variant)
@@ -255,14 +298,14 @@ impl<'a, 'b> ser::Serializer for &'a mut Compact<'b> {
     ) -> Result {
         self.tag(variant)?;
         value.serialize(&mut *self)?;
-        self.raw(b"}")
+        self.raw("}")
     }
     fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq> {
-        self.out.push(b'[');
+        self.out.push('[');
         Ok(Compound {
             ser: self,
             first: true,
-            close: b"]",
+            close: "]",
         })
     }
     fn serialize_tuple(self, len: usize) -> Result<Self::SerializeTuple> {
@@ -283,19 +326,19 @@ impl<'a, 'b> ser::Serializer for &'a mut Compact<'b> {
         _len: usize,
     ) -> Result<Self::SerializeTupleVariant> {
         self.tag(variant)?;
-        self.out.push(b'[');
+        self.out.push('[');
         Ok(Compound {
             ser: self,
             first: true,
-            close: b"]}",
+            close: "]}",
         })
     }
     fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap> {
-        self.out.push(b'{');
+        self.out.push('{');
         Ok(Compound {
             ser: self,
             first: true,
-            close: b"}",
+            close: "}",
         })
     }
     fn serialize_struct(self, name: &'static str, len: usize) -> Result<Self::SerializeStruct> {
@@ -312,11 +355,11 @@ impl<'a, 'b> ser::Serializer for &'a mut Compact<'b> {
         _len: usize,
     ) -> Result<Self::SerializeStructVariant> {
         self.tag(variant)?;
-        self.out.push(b'{');
+        self.out.push('{');
         Ok(Compound {
             ser: self,
             first: true,
-            close: b"}}",
+            close: "}}",
         })
     }
 }
@@ -371,7 +414,7 @@ impl ser::SerializeMap for Compound<'_, '_> {
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result {
         self.comma();
         key.serialize(KeyOnly(&mut *self.ser.out))?;
-        self.ser.out.push(b':');
+        self.ser.out.push(':');
         Ok(())
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
@@ -406,7 +449,7 @@ impl ser::SerializeStructVariant for Compound<'_, '_> {
 
 /// A map key: strings (and what serialises as one) only; serde_json's
 /// quoted numbers and booleans are left to it.
-struct KeyOnly<'b>(&'b mut Vec<u8>);
+struct KeyOnly<'b>(&'b mut String);
 
 macro_rules! left_to_serde_json {
     ($($f:ident: $t:ty),*) => {$(

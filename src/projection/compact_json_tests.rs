@@ -5,24 +5,21 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::to_vec;
+use super::write;
 use crate::projection::test_rng::lcg;
 
 /// Both encodings of `v`, which must be the same bytes (or the same error).
 fn same<T: Serialize + ?Sized>(v: &T) -> String {
-    let want = serde_json::to_vec(v).map_err(|e| e.to_string());
-    let mut got = b"prefix ".to_vec();
-    let ours = to_vec(&mut got, v).map_err(|e| e.to_string());
+    let want = serde_json::to_string(v).map_err(|e| e.to_string());
+    let mut got = String::from("prefix ");
+    let ours = write(&mut got, v).map_err(|e| e.to_string());
     match (&want, ours) {
-        (Ok(w), Ok(())) => assert_eq!(
-            String::from_utf8_lossy(&got[7..]),
-            String::from_utf8_lossy(w)
-        ),
+        (Ok(w), Ok(())) => assert_eq!(&got[7..], w),
         (Err(w), Err(o)) => assert_eq!(&o, w),
         (w, o) => panic!("serde_json gave {w:?}, compact_json {o:?}"),
     }
-    assert!(got.starts_with(b"prefix "), "the buffer's start is kept");
-    String::from_utf8(got[7..].to_vec()).unwrap()
+    assert!(got.starts_with("prefix "), "the buffer's start is kept");
+    got[7..].to_string()
 }
 
 const ODD: &[&str] = &[
@@ -124,7 +121,10 @@ fn every_shape_is_written_as_serde_json_writes_it() {
                     c: vec![],
                 },
             ],
-            map: BTreeMap::from([(odd.to_string(), json!([1, -2, 3.25, null, {}]))]),
+            map: BTreeMap::from([(
+                odd.to_string(),
+                json!([1, -2, 3.25, 1e300, -5e-324, 1e21, 1e-7, null, {}]),
+            )]),
             inner: Inner {
                 x_y: -0.0,
                 skipped: None,

@@ -6,8 +6,8 @@
 use serde_json::{json, Value};
 
 use super::chunk::Chunk;
-use super::public_state::{Severity, ToolEntry};
 use super::compact_json;
+use super::public_state::{Severity, ToolEntry};
 use super::reducer::{nonempty, push_unique, truncate, Reducer};
 use super::ui_message::{Part, ToolState};
 
@@ -49,7 +49,9 @@ impl<'a> Reducer<'a> {
         }
         if self.tool_kind() != "tool" {
             let p = Value::Object(self.fact.payload.clone());
-            if !self.fact.payload.is_empty() && compact_json::to_string(&p).len() <= MAX_INLINE_SUMMARY {
+            if !self.fact.payload.is_empty()
+                && compact_json::to_string(&p).len() <= MAX_INLINE_SUMMARY
+            {
                 return p;
             }
         }
