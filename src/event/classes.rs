@@ -162,14 +162,23 @@ pub fn is_known(canonical: &str) -> bool {
     known(canonical).is_some()
 }
 
-/// The reducer's own name for this canonical class, if it has rules for it
-/// (a set lookup: this runs for every fact, and `KNOWN` is long). Being
-/// `'static`, it is shared rather than copied where the fact is kept.
+/// The reducer's own name for this canonical class, if it has rules for it.
+/// Being `'static`, it is shared rather than copied where the fact is kept.
+/// This runs for every fact, and `KNOWN` is long: facts come in runs of one
+/// class (text deltas), so the thread's last answer is tried first, then a
+/// set lookup.
 pub fn known(canonical: &str) -> Option<&'static str> {
     type Set = std::collections::HashSet<&'static str, foldhash::fast::RandomState>;
     static SET: std::sync::LazyLock<Set> =
         std::sync::LazyLock::new(|| KNOWN.iter().copied().collect());
-    SET.get(canonical).copied()
+    thread_local!(static LAST: std::cell::Cell<&'static str> = const { std::cell::Cell::new("") });
+    let last = LAST.get();
+    if last == canonical && !last.is_empty() {
+        return Some(last);
+    }
+    let k = SET.get(canonical).copied()?;
+    LAST.set(k);
+    Some(k)
 }
 
 /// Status derived from the class suffix when the event carries none (seed 002).
@@ -196,6 +205,16 @@ mod tests {
             assert!(!is_known(alias), "{alias} must not be canonical");
         }
         assert_eq!(canonical("some.custom"), "some.custom");
+    }
+
+    #[test]
+    fn a_run_of_one_class_is_answered_alike() {
+        for class in KNOWN {
+            assert_eq!(known(class), Some(*class));
+            assert_eq!(known(class), Some(*class), "again");
+            assert_eq!(known(&format!("{class}x")), None);
+            assert_eq!(known(""), None);
+        }
     }
 
     #[test]
