@@ -66,7 +66,7 @@ pub struct Reducer<'a> {
     pub known_class: Option<&'static str>,
     /// The runtime as it was before the fact's first change to it (see
     /// [`Reducer::runtime_mut`]); `None` while the fact has not changed it.
-    runtime_before: Option<Runtime>,
+    runtime_before: Option<Box<Runtime>>,
 }
 
 thread_local! {
@@ -74,7 +74,7 @@ thread_local! {
     static KEY: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
     /// A kept buffer for `runtime_before`: its strings are reused from fact
     /// to fact (`clone_from`), not allocated.
-    static RUNTIME_BEFORE: std::cell::Cell<Option<Runtime>> = const { std::cell::Cell::new(None) };
+    static RUNTIME_BEFORE: std::cell::Cell<Option<Box<Runtime>>> = const { std::cell::Cell::new(None) };
 }
 
 /// An empty string to build the fact's message key in: the one the last
@@ -193,7 +193,7 @@ impl<'a> Reducer<'a> {
     pub fn runtime_mut(&mut self) -> &mut Runtime {
         if self.runtime_before.is_none() {
             let mut before = RUNTIME_BEFORE.take().unwrap_or_default();
-            before.clone_from(&self.state.runtime);
+            (*before).clone_from(&self.state.runtime);
             self.runtime_before = Some(before);
         }
         &mut self.state.runtime
@@ -452,7 +452,7 @@ impl<'a> Reducer<'a> {
             }
         }
         if let Some(before) = self.runtime_before.take() {
-            if self.state.runtime != before {
+            if self.state.runtime != *before {
                 if self.fact.timestamp.is_some() {
                     self.state.runtime.updated_at = self.fact.timestamp.clone();
                 }
