@@ -304,7 +304,7 @@ pub fn delta(
         let s = buf.len();
         c.chunk.write_json(&mut buf);
         spans.push(ChunkSpan {
-            message_id: c.message_id.as_deref().map(Arc::from),
+            message_id: c.message_id.clone(),
             range: s - start..buf.len() - start,
         });
         buf.push(b'}');

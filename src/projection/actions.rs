@@ -198,7 +198,7 @@ impl<'a> Reducer<'a> {
             self.state.actions.insert(aid.clone(), e);
             let msg = match prev_msg.filter(|m| self.msg(m).is_some()) {
                 Some(m) => Some(m),
-                None if self.has_message_context() => Some(self.ensure_assistant()),
+                None if self.has_message_context() => Some(self.ensure_assistant().to_string()),
                 None => None,
             };
             if let Some(msg) = msg {

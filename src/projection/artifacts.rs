@@ -74,7 +74,7 @@ impl Reducer<'_> {
     /// The assistant message a card goes into, if the fact has a context.
     pub(super) fn card_message(&mut self) -> Option<String> {
         if self.has_message_context() {
-            Some(self.ensure_assistant())
+            Some(self.ensure_assistant().to_string())
         } else {
             None
         }

@@ -419,7 +419,7 @@ impl Serialize for Chunk {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChunkOut {
-    pub message_id: Option<String>,
+    pub message_id: Option<Arc<str>>,
     /// The message's role, on a `start` chunk (a consumer that renders by
     /// role learns it as the message opens).
     #[serde(skip_serializing_if = "Option::is_none")]

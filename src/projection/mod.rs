@@ -193,7 +193,7 @@ impl Projection {
 
     /// A message by id.
     pub fn message(&self, id: &str) -> Option<&Message> {
-        self.state.messages.iter().find(|m| m.id == id)
+        self.state.messages.iter().find(|m| *m.id == *id)
     }
 
     /// The runtime's control URL (from `session.opened`), if it named one.
@@ -223,7 +223,7 @@ impl Projection {
         if let serde_json::Value::Object(m) = &mut v {
             let mut h = serde_json::json!({"messages": total, "inSnapshot": keep});
             if let Some(b) = next_before {
-                h["nextBefore"] = b.into();
+                h["nextBefore"] = (*b).into();
             }
             m.insert("history".into(), h);
         }
@@ -241,13 +241,13 @@ impl Projection {
     ) -> Option<(&[Message], Option<String>)> {
         let ms = &self.state.messages;
         let end = match before {
-            Some(id) => ms.iter().position(|m| m.id == id)?,
+            Some(id) => ms.iter().position(|m| *m.id == *id)?,
             None => ms.len(),
         };
         let start = end.saturating_sub(limit.max(1));
         let page = &ms[start..end];
         let next = (start > 0)
-            .then(|| page.first().map(|m| m.id.clone()))
+            .then(|| page.first().map(|m| m.id.to_string()))
             .flatten();
         Some((page, next))
     }

@@ -79,7 +79,7 @@ impl Reducer<'_> {
             let mut data = json!({"planId": pid, "status": e.status, "text": e.text});
             merge(&mut data, json!({"steps": e.steps}));
             self.put_data_part(&msg, "plan", &pid, data);
-            self.state.plans[&pid].message_id = Some(msg);
+            self.state.plans[&pid].message_id = Some(msg.to_string());
         }
         self.touch("plans", pid);
     }

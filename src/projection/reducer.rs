@@ -286,13 +286,8 @@ impl<'a> Reducer<'a> {
     /// Apply `chunk` to message `msg` and emit it. A chunk the AI SDK would
     /// reject is not emitted; a diagnostic records it instead.
     pub fn emit(&mut self, msg: &str, chunk: Chunk) -> bool {
-        self.emit_to(msg.to_string(), chunk)
-    }
-
-    /// [`Reducer::emit`] with the message id owned (it goes into the chunk).
-    pub fn emit_to(&mut self, msg: String, chunk: Chunk) -> bool {
         // Chunks almost always go to a recent message: search from the end.
-        let Some(m) = self.state.messages.iter_mut().rev().find(|m| m.id == msg) else {
+        let Some(m) = self.state.messages.iter_mut().rev().find(|m| *m.id == *msg) else {
             self.diag(
                 "chunk_rejected",
                 Severity::Warning,
@@ -313,7 +308,7 @@ impl<'a> Reducer<'a> {
                     })
                 });
                 self.out.chunks.push(ChunkOut {
-                    message_id: Some(msg),
+                    message_id: Some(m.id.clone()),
                     role: start.then_some(m.role),
                     origin,
                     chunk,
@@ -505,7 +500,7 @@ impl<'a> Reducer<'a> {
         bound_map(&mut self.state.plans, max);
         while self.state.messages.len() > self.cfg.max_messages.max(1) {
             let m = self.state.messages.remove(0);
-            self.books.current.retain(|_, v| *v != m.id);
+            self.books.current.retain(|_, v| **v != *m.id);
             self.books.part_ids.forget(&m.id);
         }
         bound_map(&mut self.books.current, max);

@@ -123,12 +123,12 @@ impl Run {
                     continue;
                 };
                 if let Chunk::Start { message_id, .. } = &c.chunk {
-                    assert_eq!(message_id, id);
+                    assert_eq!(**message_id, **id);
                     // `start` is emitted once per message; an id may come
                     // back after its message was dropped by the bounds.
-                    rebuilt.insert(id.clone(), Message::new(id.clone(), Role::Assistant, 0));
+                    rebuilt.insert(id.to_string(), Message::new(id, Role::Assistant, 0));
                 }
-                let m = rebuilt.get_mut(id).expect("chunk before start");
+                let m = rebuilt.get_mut(&**id).expect("chunk before start");
                 m.apply(&c.chunk)
                     .unwrap_or_else(|e| panic!("emitted chunk rejected: {e}"));
                 if let Chunk::Data {
@@ -146,7 +146,7 @@ impl Run {
             }
         }
         for m in self.p.messages() {
-            let r = rebuilt.get(&m.id).expect("message rebuilt from chunks");
+            let r = rebuilt.get(&*m.id).expect("message rebuilt from chunks");
             assert_eq!(r.parts, m.parts, "parts of {}", m.id);
             assert_eq!(r.status, m.status, "status of {}", m.id);
             assert_eq!(r.open_parts, m.open_parts, "open parts of {}", m.id);

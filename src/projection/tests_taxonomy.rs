@@ -803,7 +803,7 @@ fn snapshot_holds_a_window_and_older_messages_page_in() {
     assert_eq!(r.p.messages().len(), 7, "the projection keeps all");
     assert_eq!(r.p.state_json()["messages"].as_array().unwrap().len(), 7);
     let (page, next) = r.p.messages_page(Some("user-t4"), 3).unwrap();
-    let ids: Vec<&str> = page.iter().map(|m| m.id.as_str()).collect();
+    let ids: Vec<&str> = page.iter().map(|m| &*m.id).collect();
     assert_eq!(
         (ids, next.as_deref()),
         (vec!["user-t1", "user-t2", "user-t3"], Some("user-t1"))
@@ -811,7 +811,7 @@ fn snapshot_holds_a_window_and_older_messages_page_in() {
     let (page, next) = r.p.messages_page(Some("user-t1"), 3).unwrap();
     assert_eq!((page.len(), next), (1, None));
     let (page, _) = r.p.messages_page(None, 2).unwrap();
-    assert_eq!(page[1].id, "user-t6");
+    assert_eq!(&*page[1].id, "user-t6");
     assert!(r.p.messages_page(Some("nope"), 3).is_none());
     let small = r.p.snapshot_json(50);
     assert_eq!(small["history"], json!({"messages": 7, "inSnapshot": 7}));

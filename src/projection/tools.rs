@@ -109,7 +109,7 @@ impl<'a> Reducer<'a> {
             };
             self.emit(&msg, avail);
             if let Some(e) = self.state.tools.get_mut(tcid) {
-                e.message_id = Some(msg);
+                e.message_id = Some(msg.to_string());
             }
         }
     }
@@ -186,7 +186,7 @@ impl<'a> Reducer<'a> {
                 title: self.title(),
             };
             if self.insert_part(&msg, start) {
-                self.state.tools[tcid].message_id = Some(msg);
+                self.state.tools[tcid].message_id = Some(msg.to_string());
             }
         }
         if let Some((msg, ToolState::InputStreaming)) = self.tool_part(tcid) {

@@ -3,6 +3,8 @@
 //! reconciliation (seed 000), user input, and data parts inserted into a
 //! message. Every part change goes through `Reducer::emit` (`Message::apply`).
 
+use std::sync::Arc;
+
 use serde_json::json;
 
 use super::chunk::Chunk;
@@ -19,7 +21,7 @@ pub enum Stream {
 
 impl<'a> Reducer<'a> {
     pub fn msg(&self, id: &str) -> Option<&Message> {
-        self.state.messages.iter().rev().find(|m| m.id == id)
+        self.state.messages.iter().rev().find(|m| *m.id == *id)
     }
 
     /// `ids.messageId | payload.messageId`.
@@ -41,7 +43,7 @@ impl<'a> Reducer<'a> {
     }
 
     /// The open assistant message of this fact's agent and turn, if any.
-    pub fn open_assistant(&self) -> Option<String> {
+    pub fn open_assistant(&self) -> Option<Arc<str>> {
         match self.explicit_message_id() {
             Some(id) => self.streaming(&id),
             None => self.current_open(),
@@ -49,11 +51,11 @@ impl<'a> Reducer<'a> {
     }
 
     /// The agent and turn's current message, if open (no message named).
-    fn current_open(&self) -> Option<String> {
+    fn current_open(&self) -> Option<Arc<str>> {
         self.streaming(self.books.current.get(self.message_key())?)
     }
 
-    fn streaming(&self, id: &str) -> Option<String> {
+    fn streaming(&self, id: &str) -> Option<Arc<str>> {
         let m = self.msg(id)?;
         (m.status == MessageStatus::Streaming).then(|| m.id.clone())
     }
@@ -67,23 +69,30 @@ impl<'a> Reducer<'a> {
     }
 
     /// The assistant message this fact belongs to, created if needed.
-    pub fn ensure_assistant(&mut self) -> String {
-        if let Some(id) = self.explicit_message_id() {
-            if self.msg(&id).is_none() {
-                self.create_message(&id, Role::Assistant);
+    /// Its id is the message's own (shared, not copied).
+    pub fn ensure_assistant(&mut self) -> Arc<str> {
+        let id = match self.explicit_message_id() {
+            Some(id) => {
+                if self.msg(&id).is_none() {
+                    self.create_message(&id, Role::Assistant);
+                }
+                id
             }
-            let key = self.message_key().to_string();
-            self.books.current.insert(key, id.clone());
-            return id;
-        }
-        if let Some(id) = self.current_open() {
-            return id;
-        }
-        let id = self.fresh_message_id(format!("msg-{}", self.cursor));
-        self.create_message(&id, Role::Assistant);
+            None => {
+                if let Some(id) = self.current_open() {
+                    return id;
+                }
+                let id = self.fresh_message_id(format!("msg-{}", self.cursor));
+                self.create_message(&id, Role::Assistant);
+                id
+            }
+        };
         let key = self.message_key().to_string();
         self.books.current.insert(key, id.clone());
-        id
+        match self.msg(&id) {
+            Some(m) => m.id.clone(),
+            None => Arc::from(id),
+        }
     }
 
     pub fn fresh_message_id(&self, base: String) -> String {
@@ -213,16 +222,16 @@ impl<'a> Reducer<'a> {
     }
 
     /// Stream `delta` into the open part of `kind`, opening one if needed.
-    fn stream_into(&mut self, msg: String, kind: Stream, delta: String) {
+    fn stream_into(&mut self, msg: &str, kind: Stream, delta: String) {
         let wanted = nonempty(self.fact.ids.part_id.as_deref());
         let open = self
-            .open_part(&msg, kind)
+            .open_part(msg, kind)
             .filter(|(id, _)| wanted.as_deref().is_none_or(|w| w == id));
         let id = match open {
             Some((id, _)) => id,
             None => {
-                self.end_open(&msg);
-                match self.start_part(&msg, kind) {
+                self.end_open(msg);
+                match self.start_part(msg, kind) {
                     Some(id) => id,
                     None => return,
                 }
@@ -232,7 +241,7 @@ impl<'a> Reducer<'a> {
             Stream::Text => Chunk::TextDelta { id, delta },
             Stream::Reasoning => Chunk::ReasoningDelta { id, delta },
         };
-        self.emit_to(msg, c);
+        self.emit(msg, c);
     }
 
     /// `text.delta`.
@@ -244,7 +253,7 @@ impl<'a> Reducer<'a> {
             return;
         }
         let msg = self.ensure_assistant();
-        self.stream_into(msg, Stream::Text, delta);
+        self.stream_into(&msg, Stream::Text, delta);
     }
 
     /// `reasoning.delta`: projected only when raw reasoning is enabled.
@@ -267,7 +276,7 @@ impl<'a> Reducer<'a> {
             return;
         }
         let msg = self.ensure_assistant();
-        self.stream_into(msg, Stream::Reasoning, delta);
+        self.stream_into(&msg, Stream::Reasoning, delta);
     }
 
     /// `reasoning.summary`: a collapsed reasoning part; reconciles with raw
@@ -314,7 +323,7 @@ impl<'a> Reducer<'a> {
     /// The final text wins over what was streamed: the one direct part
     /// change, announced by a transient `data-reconciliation` chunk.
     fn replace_part_text(&mut self, msg: &str, idx: usize, id: &str, text: &str, streamed: &str) {
-        let Some(m) = self.state.messages.iter_mut().find(|m| m.id == msg) else {
+        let Some(m) = self.state.messages.iter_mut().find(|m| *m.id == *msg) else {
             return;
         };
         if !m.replace_text(idx, text) {
@@ -500,7 +509,7 @@ impl<'a> Reducer<'a> {
                     || (turn.is_some() && m.turn_id == turn)
                     || (run.is_some() && m.run_id == run)
             })
-            .map(|m| m.id.clone())
+            .map(|m| m.id.to_string())
             .collect();
         for id in &ids {
             self.end_open(id);

@@ -28,7 +28,7 @@ impl Reducer<'_> {
                 .is_some_and(|m| m.status == MessageStatus::Complete)
             {
                 let c = Chunk::Start {
-                    message_id: msg.clone(),
+                    message_id: msg.to_string(),
                     message_metadata: md.cloned(),
                 };
                 self.emit(&msg, c);

@@ -107,7 +107,7 @@ pub fn message_stream(
     let frames = super::frames_after(registry, session, feed.rx, &feed.meta, replay_page);
     let mut view = View {
         frames: Box::pin(frames),
-        message_id: feed.message.id.clone(),
+        message_id: feed.message.id.to_string(),
         out: VecDeque::new(),
         done: false,
     };

@@ -73,7 +73,7 @@ impl View {
         self.roles.clear();
         let mut messages = Vec::with_capacity(s.state.messages.len());
         for m in &s.state.messages {
-            self.roles.insert(m.id.clone(), m.role);
+            self.roles.insert(m.id.to_string(), m.role);
             messages.push(umo_blocks::message(m));
         }
         let mut out = json!({"type": "snapshot", "cursor": s.cursor, "epoch": s.epoch,

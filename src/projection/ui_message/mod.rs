@@ -8,6 +8,8 @@ mod data_ids;
 mod part;
 mod replay;
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -46,7 +48,8 @@ pub enum MessageStatus {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Message {
-    pub id: String,
+    /// Shared with the chunks that name the message: no copy per chunk.
+    pub id: Arc<str>,
     pub role: Role,
     pub status: MessageStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -141,9 +144,9 @@ pub fn generated_part_id(msg: &str, letter: char, idx: usize) -> String {
 
 impl Message {
     /// An empty message.
-    pub fn new(id: impl Into<String>, role: Role, created_cursor: u64) -> Self {
+    pub fn new(id: &str, role: Role, created_cursor: u64) -> Self {
         Message {
-            id: id.into(),
+            id: Arc::from(id),
             role,
             status: MessageStatus::Streaming,
             agent_id: None,

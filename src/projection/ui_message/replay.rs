@@ -13,7 +13,7 @@ impl Message {
     /// then `finish` / `abort` if the message has ended.
     pub fn replay_chunks(&self) -> Vec<Chunk> {
         let mut out = vec![Chunk::Start {
-            message_id: self.id.clone(),
+            message_id: self.id.to_string(),
             message_metadata: self.metadata.clone(),
         }];
         for (i, part) in self.parts.iter().enumerate() {
