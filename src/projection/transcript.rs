@@ -71,28 +71,20 @@ impl<'a> Reducer<'a> {
     /// The assistant message this fact belongs to, created if needed.
     /// Its id is the message's own (shared, not copied).
     pub fn ensure_assistant(&mut self) -> Arc<str> {
-        let id = match self.explicit_message_id() {
-            Some(id) => {
-                if self.msg(&id).is_none() {
-                    self.create_message(&id, Role::Assistant);
-                }
-                id
+        let explicit = self.explicit_message_id();
+        if explicit.is_none() {
+            if let Some(id) = self.current_open() {
+                return id;
             }
-            None => {
-                if let Some(id) = self.current_open() {
-                    return id;
-                }
-                let id = self.fresh_message_id(format!("msg-{}", self.cursor));
-                self.create_message(&id, Role::Assistant);
-                id
-            }
-        };
+        }
+        let id = explicit.unwrap_or_else(|| self.fresh_message_id(format!("msg-{}", self.cursor)));
+        if self.msg(&id).is_none() {
+            self.create_message(&id, Role::Assistant);
+        }
         let key = self.message_key().to_string();
         self.books.current.insert(key, id.clone());
-        match self.msg(&id) {
-            Some(m) => m.id.clone(),
-            None => Arc::from(id),
-        }
+        self.msg(&id)
+            .map_or_else(|| Arc::from(id.as_str()), |m| m.id.clone())
     }
 
     pub fn fresh_message_id(&self, base: String) -> String {
