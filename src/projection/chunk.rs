@@ -75,12 +75,14 @@ pub enum Chunk {
     ToolInputAvailable {
         tool_call_id: String,
         tool_name: String,
-        input: Value,
+        /// Shared with the tool part it fills.
+        input: Arc<Value>,
         title: Option<String>,
     },
     ToolOutputAvailable {
         tool_call_id: String,
-        output: Value,
+        /// Shared with the tool part it fills.
+        output: Arc<Value>,
         preliminary: bool,
     },
     ToolOutputError {
@@ -454,7 +456,7 @@ mod tests {
         let c = Chunk::ToolInputAvailable {
             tool_call_id: "t1".into(),
             tool_name: "search".into(),
-            input: json!({"q": "x"}),
+            input: Arc::new(json!({"q": "x"})),
             title: None,
         };
         assert_eq!(

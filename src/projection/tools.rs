@@ -3,6 +3,8 @@
 //! `toolCallId`, which are tool-like). Outputs reach messages only as a small
 //! summary plus refs; progress and output streams stay on the surface.
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
 use super::chunk::Chunk;
@@ -91,7 +93,7 @@ impl<'a> Reducer<'a> {
     }
 
     /// Add a new tool part to the fact's assistant message.
-    fn open_tool_part(&mut self, tcid: &str, input: Value) {
+    fn open_tool_part(&mut self, tcid: &str, input: Arc<Value>) {
         let msg = self.ensure_assistant();
         let name = self.state.tools[tcid].tool_name.clone();
         let title = self.title();
@@ -122,7 +124,7 @@ impl<'a> Reducer<'a> {
 
     /// `tool.started` (and `patch|command|test.started`).
     pub fn on_tool_started(&mut self, tcid: &str) {
-        let input = self.tool_input();
+        let input = Arc::new(self.tool_input());
         let part = self.tool_part(tcid);
         match self.state.tools.get(tcid).map(|e| e.status.clone()) {
             None => {
@@ -202,7 +204,7 @@ impl<'a> Reducer<'a> {
 
     /// `tool.args`: the complete input.
     pub fn on_tool_args(&mut self, tcid: &str) {
-        let input = self.tool_input();
+        let input = Arc::new(self.tool_input());
         if !self.state.tools.contains_key(tcid) {
             self.new_tool_entry(tcid, self.tool_name());
             self.open_tool_part(tcid, input.clone());
@@ -283,7 +285,7 @@ impl<'a> Reducer<'a> {
                     &msg,
                     Chunk::ToolOutputAvailable {
                         tool_call_id: tcid.to_string(),
-                        output,
+                        output: Arc::new(output),
                         preliminary: true,
                     },
                 );
@@ -323,7 +325,7 @@ impl<'a> Reducer<'a> {
         let msg = match self.tool_part(tcid) {
             Some((msg, _)) => msg,
             None => {
-                self.open_tool_part(tcid, Value::Null);
+                self.open_tool_part(tcid, Arc::new(Value::Null));
                 match self.tool_part(tcid) {
                     Some((msg, _)) => msg,
                     None => String::new(),
@@ -333,16 +335,23 @@ impl<'a> Reducer<'a> {
         let refs = self.refs();
         let (cursor, failure) = (self.cursor, self.first_str(&["failureCategory"]));
         let exit = self.payload_int("exitCode");
-        let chunk = match &end {
-            ToolEnd::Output(o) => Chunk::ToolOutputAvailable {
-                tool_call_id: tcid.to_string(),
-                output: o.clone(),
-                preliminary: false,
-            },
-            ToolEnd::Error(t) => Chunk::ToolOutputError {
-                tool_call_id: tcid.to_string(),
-                error_text: t.clone(),
-            },
+        let (chunk, error) = match end {
+            ToolEnd::Output(o) => {
+                let output = Arc::new(o);
+                let c = Chunk::ToolOutputAvailable {
+                    tool_call_id: tcid.to_string(),
+                    output,
+                    preliminary: false,
+                };
+                (c, None)
+            }
+            ToolEnd::Error(t) => {
+                let c = Chunk::ToolOutputError {
+                    tool_call_id: tcid.to_string(),
+                    error_text: t.clone(),
+                };
+                (c, Some(t))
+            }
         };
         if !msg.is_empty() {
             self.emit(&msg, chunk);
@@ -355,12 +364,12 @@ impl<'a> Reducer<'a> {
         if exit.is_some() {
             e.exit_code = exit;
         }
-        match end {
-            ToolEnd::Output(_) => {
+        match error {
+            None => {
                 e.status = "completed".into();
                 e.error_text = None;
             }
-            ToolEnd::Error(t) => {
+            Some(t) => {
                 let cancelled = failure.as_deref().is_some_and(|c| c.contains("cancel"));
                 e.status = if cancelled { "cancelled" } else { "failed" }.into();
                 e.error_text = Some(truncate(&t, 500));

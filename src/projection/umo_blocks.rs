@@ -278,6 +278,8 @@ fn push_attachment(content: &mut Vec<Value>, a: Value) {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::projection::chunk::Chunk;
 
@@ -319,12 +321,12 @@ mod tests {
                 Chunk::ToolInputAvailable {
                     tool_call_id: t("c1"),
                     tool_name: t("search"),
-                    input: json!({"q": "x"}),
+                    input: Arc::new(json!({"q": "x"})),
                     title: None,
                 },
                 Chunk::ToolOutputAvailable {
                     tool_call_id: t("c1"),
-                    output: json!({"summary": "2 hits"}),
+                    output: Arc::new(json!({"summary": "2 hits"})),
                     preliminary: false,
                 },
                 Chunk::ToolInputStart {

@@ -304,7 +304,7 @@ impl Message {
                     } = &mut self.parts[i]
                     {
                         *state = ToolState::InputAvailable;
-                        *inp = Some(Box::new(input.clone()));
+                        *inp = Some(input.clone());
                         *output = None;
                         *error_text = None;
                         *preliminary = None;
@@ -317,7 +317,7 @@ impl Message {
                     tool_name: tool_name.clone(),
                     tool_call_id: tool_call_id.clone(),
                     state: ToolState::InputAvailable,
-                    input: Some(Box::new(input.clone())),
+                    input: Some(input.clone()),
                     output: None,
                     error_text: None,
                     preliminary: None,
@@ -342,7 +342,7 @@ impl Message {
                 } = &mut self.parts[i]
                 {
                     *state = ToolState::OutputAvailable;
-                    *out = Some(Box::new(output.clone()));
+                    *out = Some(output.clone());
                     *error_text = None;
                     *pre = preliminary.then_some(true);
                 }
@@ -541,7 +541,7 @@ mod tests {
             Chunk::ToolInputAvailable {
                 tool_call_id: "t".into(),
                 tool_name: "x".into(),
-                input: json!({"q": 1}),
+                input: Arc::new(json!({"q": 1})),
                 title: Some("T".into()),
             },
             Chunk::ToolOutputError {
@@ -599,12 +599,12 @@ mod tests {
             Chunk::ToolInputAvailable {
                 tool_call_id: "t".into(),
                 tool_name: "search".into(),
-                input: json!({"q": 1}),
+                input: Arc::new(json!({"q": 1})),
                 title: None,
             },
             Chunk::ToolOutputAvailable {
                 tool_call_id: "t".into(),
-                output: json!("ok"),
+                output: Arc::new(json!("ok")),
                 preliminary: false,
             },
             Chunk::data("artifact-card", "a1", json!({"artifactId": "a1"})),

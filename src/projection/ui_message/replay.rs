@@ -1,6 +1,8 @@
 //! A message as the chunks that rebuild it: what a late subscriber of an
 //! AI SDK message stream is sent before the live chunks.
 
+use std::sync::Arc;
+
 use super::{Message, MessageStatus, Part, ToolState};
 use serde_json::Value;
 
@@ -78,7 +80,7 @@ impl Message {
                         out.push(Chunk::ToolInputAvailable {
                             tool_call_id: tool_call_id.clone(),
                             tool_name: tool_name.clone(),
-                            input: input.as_deref().cloned().unwrap_or(Value::Null),
+                            input: input.clone().unwrap_or_else(|| Arc::new(Value::Null)),
                             title: title.clone(),
                         });
                     }
@@ -100,7 +102,7 @@ impl Message {
                     match state {
                         ToolState::OutputAvailable => out.push(Chunk::ToolOutputAvailable {
                             tool_call_id: tool_call_id.clone(),
-                            output: output.as_deref().cloned().unwrap_or(Value::Null),
+                            output: output.clone().unwrap_or_else(|| Arc::new(Value::Null)),
                             preliminary: preliminary.unwrap_or(false),
                         }),
                         ToolState::OutputError => out.push(Chunk::ToolOutputError {
