@@ -262,25 +262,21 @@ impl<'a> Reducer<'a> {
 struct Card(Vec<(&'static str, Value)>);
 
 impl Card {
-    fn s(&mut self, key: &'static str, v: Option<&String>) -> &mut Self {
-        if let Some(v) = v {
-            self.0.push((key, Value::String(v.clone())));
-        }
+    fn put(&mut self, key: &'static str, v: Option<Value>) -> &mut Self {
+        self.0.extend(v.map(|v| (key, v)));
         self
+    }
+
+    fn s(&mut self, key: &'static str, v: Option<&String>) -> &mut Self {
+        self.put(key, v.map(|v| Value::String(v.clone())))
     }
 
     fn v(&mut self, key: &'static str, v: Option<&Value>) -> &mut Self {
-        if let Some(v) = v {
-            self.0.push((key, v.clone()));
-        }
-        self
+        self.put(key, v.cloned())
     }
 
     fn n(&mut self, key: &'static str, v: Option<u64>) -> &mut Self {
-        if let Some(v) = v {
-            self.0.push((key, Value::from(v)));
-        }
-        self
+        self.put(key, v.map(Value::from))
     }
 }
 

@@ -2,12 +2,14 @@
 //! facts (`turn.submitted`, `run.*`), work facts moving an idle run to
 //! running, run end closing the turn's open messages, sequence findings and
 //! the light per-turn verifier (`work_after_turn_end`,
-//! `repeated_terminal_event`).
+//! `repeated_terminal_event`), and the tools a run left running when it
+//! ended.
 
 use super::chunk::{Chunk, FinishReason};
 use super::public_state::{Severity, RUNTIME_STATUSES};
 use super::reducer::{nonempty, truncate, Reducer, TurnMark};
 use super::sequence::SeqOutcome;
+use super::ui_message::{Part, ToolState};
 
 const TERMINAL: &[&str] = &["completed", "failed", "cancelled", "interrupted"];
 
@@ -359,5 +361,77 @@ impl<'a> Reducer<'a> {
     /// `sandbox.blocked`.
     pub fn on_blocked(&mut self) {
         self.set_status("blocked");
+    }
+
+    /// Tools still running when their run ended without them (cancelled,
+    /// interrupted or failed; tools of that turn/run's messages, all running
+    /// tools if the fact names none): the surface says so, and the tool part
+    /// ends as an error instead of waiting for an output forever.
+    pub fn end_running_tools(&mut self, outcome: &str) {
+        let turn = nonempty(self.fact.ids.turn_id.as_deref());
+        let run = nonempty(self.fact.ids.run_id.as_deref());
+        let in_scope = |msg: Option<&crate::projection::Message>| {
+            if turn.is_none() && run.is_none() {
+                return true;
+            }
+            msg.is_some_and(|m| {
+                (m.turn_id.is_none() && m.run_id.is_none())
+                    || (turn.is_some() && m.turn_id == turn)
+                    || (run.is_some() && m.run_id == run)
+            })
+        };
+        let ids: Vec<String> = self
+            .state
+            .tools
+            .values()
+            .filter(|t| t.status == "running")
+            .filter(|t| in_scope(t.message_id.as_deref().and_then(|m| self.msg(m))))
+            .map(|t| t.tool_call_id.clone())
+            .collect();
+        let cursor = self.cursor;
+        let (status, text) = match outcome {
+            "failed" => ("failed", "the run failed before the tool finished"),
+            "interrupted" => ("cancelled", "interrupted"),
+            _ => ("cancelled", "cancelled"),
+        };
+        for id in ids {
+            let e = &mut self.state.tools[&id];
+            e.status = status.into();
+            e.error_text = Some(text.into());
+            e.updated_cursor = cursor;
+            if let Some((msg, state)) = self.tool_part(&id) {
+                let open = matches!(
+                    state,
+                    ToolState::InputStreaming
+                        | ToolState::InputAvailable
+                        | ToolState::ApprovalRequested
+                ) || (state == ToolState::OutputAvailable
+                    && self.preliminary(&msg, &id));
+                if open {
+                    self.emit(
+                        &msg,
+                        Chunk::ToolOutputError {
+                            tool_call_id: id.clone(),
+                            error_text: text.into(),
+                        },
+                    );
+                }
+            }
+            self.touch("tools", id);
+        }
+    }
+
+    /// Whether the tool part of `tcid` in `msg` holds a preliminary output.
+    fn preliminary(&self, msg: &str, tcid: &str) -> bool {
+        let part = self
+            .msg(msg)
+            .and_then(|m| Some(&m.parts[m.tool_index(tcid)?]));
+        matches!(
+            part,
+            Some(Part::Tool {
+                preliminary: Some(true),
+                ..
+            })
+        )
     }
 }

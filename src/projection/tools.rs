@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::chunk::Chunk;
 use super::compact_json;
 use super::public_state::{Severity, ToolEntry};
-use super::reducer::{nonempty, push_unique, truncate, Reducer};
+use super::reducer::{push_unique, truncate, Reducer};
 use super::ui_message::{Part, ToolState};
 
 /// A summary is inlined in a tool output only up to this JSON size.
@@ -335,23 +335,23 @@ impl<'a> Reducer<'a> {
         let refs = self.refs();
         let (cursor, failure) = (self.cursor, self.first_str(&["failureCategory"]));
         let exit = self.payload_int("exitCode");
+        let tool_call_id = tcid.to_string();
         let (chunk, error) = match end {
-            ToolEnd::Output(o) => {
-                let output = Arc::new(o);
-                let c = Chunk::ToolOutputAvailable {
-                    tool_call_id: tcid.to_string(),
-                    output,
+            ToolEnd::Output(o) => (
+                Chunk::ToolOutputAvailable {
+                    tool_call_id,
+                    output: Arc::new(o),
                     preliminary: false,
-                };
-                (c, None)
-            }
-            ToolEnd::Error(t) => {
-                let c = Chunk::ToolOutputError {
-                    tool_call_id: tcid.to_string(),
+                },
+                None,
+            ),
+            ToolEnd::Error(t) => (
+                Chunk::ToolOutputError {
+                    tool_call_id,
                     error_text: t.clone(),
-                };
-                (c, Some(t))
-            }
+                },
+                Some(t),
+            ),
         };
         if !msg.is_empty() {
             self.emit(&msg, chunk);
@@ -450,78 +450,5 @@ impl<'a> Reducer<'a> {
             }
             _ => self.on_tool_progress(&tcid),
         }
-    }
-
-    /// Tools still running when their run ended without them (cancelled,
-    /// interrupted or failed; tools of that turn/run's messages, all running
-    /// tools if the fact names none): the surface says so, and the tool part
-    /// ends as an error instead of waiting for an output forever.
-    pub fn end_running_tools(&mut self, outcome: &str) {
-        let turn = nonempty(self.fact.ids.turn_id.as_deref());
-        let run = nonempty(self.fact.ids.run_id.as_deref());
-        let in_scope = |msg: Option<&crate::projection::Message>| {
-            if turn.is_none() && run.is_none() {
-                return true;
-            }
-            msg.is_some_and(|m| {
-                (m.turn_id.is_none() && m.run_id.is_none())
-                    || (turn.is_some() && m.turn_id == turn)
-                    || (run.is_some() && m.run_id == run)
-            })
-        };
-        let ids: Vec<String> = self
-            .state
-            .tools
-            .values()
-            .filter(|t| t.status == "running")
-            .filter(|t| in_scope(t.message_id.as_deref().and_then(|m| self.msg(m))))
-            .map(|t| t.tool_call_id.clone())
-            .collect();
-        let cursor = self.cursor;
-        let (status, text) = match outcome {
-            "failed" => ("failed", "the run failed before the tool finished"),
-            "interrupted" => ("cancelled", "interrupted"),
-            _ => ("cancelled", "cancelled"),
-        };
-        for id in ids {
-            let e = &mut self.state.tools[&id];
-            e.status = status.into();
-            e.error_text = Some(text.into());
-            e.updated_cursor = cursor;
-            if let Some((msg, state)) = self.tool_part(&id) {
-                let open = matches!(
-                    state,
-                    ToolState::InputStreaming
-                        | ToolState::InputAvailable
-                        | ToolState::ApprovalRequested
-                ) || (state == ToolState::OutputAvailable
-                    && self.preliminary(&msg, &id));
-                if open {
-                    self.emit(
-                        &msg,
-                        Chunk::ToolOutputError {
-                            tool_call_id: id.clone(),
-                            error_text: text.into(),
-                        },
-                    );
-                }
-            }
-            self.touch("tools", id);
-        }
-    }
-
-    /// Whether the tool part of `tcid` in `msg` holds a preliminary output.
-    fn preliminary(&self, msg: &str, tcid: &str) -> bool {
-        self.msg(msg)
-            .and_then(|m| m.tool_index(tcid).map(|i| &m.parts[i]))
-            .is_some_and(|p| {
-                matches!(
-                    p,
-                    Part::Tool {
-                        preliminary: Some(true),
-                        ..
-                    }
-                )
-            })
     }
 }

@@ -146,7 +146,7 @@ struct Compact<'b> {
     out: &'b mut String,
 }
 
-impl Compact<'_> {
+impl<'b> Compact<'b> {
     fn int(&mut self, v: impl itoa::Integer) -> Result {
         self.out.push_str(itoa::Buffer::new().format(v));
         Ok(())
@@ -162,6 +162,16 @@ impl Compact<'_> {
     fn float<F: Serialize>(&mut self, v: F) -> Result {
         self.out.push_str(&serde_json::to_string(&v)?);
         Ok(())
+    }
+
+    /// Open a sequence or object that `close` ends.
+    fn open<'a>(&'a mut self, open: char, close: &'static str) -> Compound<'a, 'b> {
+        self.out.push(open);
+        Compound {
+            ser: self,
+            first: true,
+            close,
+        }
     }
 
     /// `{"variant":` before an externally tagged variant's content.
@@ -305,12 +315,7 @@ impl<'a, 'b> ser::Serializer for &'a mut Compact<'b> {
         self.raw("}")
     }
     fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq> {
-        self.out.push('[');
-        Ok(Compound {
-            ser: self,
-            first: true,
-            close: "]",
-        })
+        Ok(self.open('[', "]"))
     }
     fn serialize_tuple(self, len: usize) -> Result<Self::SerializeTuple> {
         self.serialize_seq(Some(len))
@@ -330,20 +335,10 @@ impl<'a, 'b> ser::Serializer for &'a mut Compact<'b> {
         _len: usize,
     ) -> Result<Self::SerializeTupleVariant> {
         self.tag(variant)?;
-        self.out.push('[');
-        Ok(Compound {
-            ser: self,
-            first: true,
-            close: "]}",
-        })
+        Ok(self.open('[', "]}"))
     }
     fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap> {
-        self.out.push('{');
-        Ok(Compound {
-            ser: self,
-            first: true,
-            close: "}",
-        })
+        Ok(self.open('{', "}"))
     }
     fn serialize_struct(self, name: &'static str, len: usize) -> Result<Self::SerializeStruct> {
         if name == RAW_VALUE {
@@ -359,58 +354,32 @@ impl<'a, 'b> ser::Serializer for &'a mut Compact<'b> {
         _len: usize,
     ) -> Result<Self::SerializeStructVariant> {
         self.tag(variant)?;
-        self.out.push('{');
-        Ok(Compound {
-            ser: self,
-            first: true,
-            close: "}}",
-        })
+        Ok(self.open('{', "}}"))
     }
 }
 
-impl ser::SerializeSeq for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
-        self.element(value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self)
-    }
+/// The sequence-like compounds: each element written after a comma.
+macro_rules! elements {
+    ($($trait:ident::$method:ident),*) => {$(
+        impl ser::$trait for Compound<'_, '_> {
+            type Ok = ();
+            type Error = Error;
+            fn $method<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
+                self.element(value)
+            }
+            fn end(self) -> Result {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeTuple for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
-        self.element(value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeTupleStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
-        self.element(value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
-        self.element(value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self)
-    }
-}
+elements!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field
+);
 
 impl ser::SerializeMap for Compound<'_, '_> {
     type Ok = ();
@@ -429,27 +398,27 @@ impl ser::SerializeMap for Compound<'_, '_> {
     }
 }
 
-impl ser::SerializeStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result {
-        self.field(key, value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self)
-    }
+/// The struct-like compounds: `"name":value` after a comma.
+macro_rules! fields {
+    ($($trait:ident),*) => {$(
+        impl ser::$trait for Compound<'_, '_> {
+            type Ok = ();
+            type Error = Error;
+            fn serialize_field<T: Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result {
+                self.field(key, value)
+            }
+            fn end(self) -> Result {
+                Compound::end(self)
+            }
+        }
+    )*};
 }
 
-impl ser::SerializeStructVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result {
-        self.field(key, value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self)
-    }
-}
+fields!(SerializeStruct, SerializeStructVariant);
 
 #[cfg(test)]
 mod tests;
