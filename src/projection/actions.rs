@@ -263,7 +263,9 @@ struct Card(Vec<(&'static str, Value)>);
 
 impl Card {
     fn put(&mut self, key: &'static str, v: Option<Value>) -> &mut Self {
-        self.0.extend(v.map(|v| (key, v)));
+        if let Some(v) = v {
+            self.0.push((key, v));
+        }
         self
     }
 
