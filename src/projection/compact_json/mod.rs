@@ -4,7 +4,7 @@
 //! escaping copied in one piece instead of scanned through `io::Write` a
 //! fragment at a time. Anything it does not write the way serde_json would
 //! (a raw value, a map key that is not a string, an error) makes
-//! [`to_vec`] fall back to serde_json for the whole value.
+//! [`write`] fall back to serde_json for the whole value.
 
 use std::cell::Cell;
 
@@ -54,7 +54,8 @@ const ESCAPED: [bool; 256] = {
 };
 
 /// `s` as a JSON string: copied whole when nothing needs escaping (no
-/// branch per byte), else escaped by serde_json.
+/// branch per byte), else with serde_json's escapes. Never fails; a
+/// `Result` for the serializer methods that end with it.
 fn string(out: &mut String, s: &str) -> Result {
     let escape = s.bytes().fold(false, |e, b| e | ESCAPED[b as usize]);
     if escape {
