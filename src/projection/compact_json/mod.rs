@@ -53,20 +53,29 @@ const ESCAPED: [bool; 256] = {
     t
 };
 
-/// `s` as a JSON string: copied whole when nothing needs escaping (no
-/// branch per byte), else with serde_json's escapes. Never fails; a
-/// `Result` for the serializer methods that end with it.
+/// `s` as a JSON string: copied whole when nothing needs escaping, else
+/// with serde_json's escapes. Never fails; a `Result` for the serializer
+/// methods that end with it.
 fn string(out: &mut String, s: &str) -> Result {
-    let escape = s.bytes().fold(false, |e, b| e | ESCAPED[b as usize]);
-    if escape {
+    if needs_escape(s) {
         escaped(out, s);
-        return Ok(());
+    } else {
+        quoted(out, s);
     }
-    out.reserve(s.len() + 2);
+    Ok(())
+}
+
+/// Whether `s` holds a byte JSON escapes (one table pass, no branch per byte).
+fn needs_escape(s: &str) -> bool {
+    s.bytes().fold(false, |e, b| e | ESCAPED[b as usize])
+}
+
+/// `s` in quotes, as it is.
+fn quoted(out: &mut String, s: &str) {
+    out.reserve(s.len() + 3);
     out.push('"');
     out.push_str(s);
     out.push('"');
-    Ok(())
 }
 
 /// `"key":` for a struct field's name. A name is `'static`, so once it has
@@ -82,21 +91,18 @@ fn field_key(out: &mut String, key: &'static str) -> Result {
         if slot.get() == id {
             return true;
         }
-        let clean = !key.bytes().fold(false, |e, b| e | ESCAPED[b as usize]);
+        let clean = !needs_escape(key);
         if clean {
             slot.set(id);
         }
         clean
     });
-    if !clean {
-        string(out, key)?;
-        out.push(':');
-        return Ok(());
+    if clean {
+        quoted(out, key);
+    } else {
+        escaped(out, key);
     }
-    out.reserve(key.len() + 3);
-    out.push('"');
-    out.push_str(key);
-    out.push_str("\":");
+    out.push(':');
     Ok(())
 }
 
