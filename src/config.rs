@@ -233,6 +233,10 @@ pub struct HttpConfig {
     /// Most event streams compressed at once (each busy one holds a deflate
     /// state of about 270 KiB); past it, streams go out uncompressed.
     pub compressed_streams_max: usize,
+    /// Agree on `permessage-deflate` with WebSocket clients that offer it:
+    /// each message deflated with no context, once per frame for every
+    /// socket.
+    pub ws_deflate: bool,
 }
 
 /// `[controls]`: the relay of decisions and run controls to runtimes.

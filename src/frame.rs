@@ -93,6 +93,20 @@ pub struct Frame {
     spans: Option<Vec<ChunkSpan>>,
     /// When a live frame was made, for the publish-to-write latency.
     pub born: Born,
+    /// The JSON deflated for WebSocket `permessage-deflate`, made by the
+    /// first compressed socket it goes to and shared by the others.
+    deflated: Deflated,
+}
+
+/// A frame's lazily deflated JSON (`None` inside: it does not shrink).
+/// Any two compare equal: it is a cache of the JSON, not more of it.
+#[derive(Debug, Clone, Default)]
+struct Deflated(std::sync::OnceLock<Option<Bytes>>);
+
+impl PartialEq for Deflated {
+    fn eq(&self, _: &Deflated) -> bool {
+        true
+    }
 }
 
 /// When a live frame was made (encoded here at its append, or relayed from
@@ -167,10 +181,17 @@ fn finish(
         sse,
         spans,
         born: Born(None),
+        deflated: Deflated::default(),
     }
 }
 
 impl Frame {
+    /// The JSON deflated by `deflate`, which runs once per frame: every
+    /// later call returns the same shared bytes.
+    pub fn ws_deflated(&self, deflate: impl FnOnce(&[u8]) -> Option<Bytes>) -> Option<Bytes> {
+        self.deflated.0.get_or_init(|| deflate(&self.json)).clone()
+    }
+
     /// Wrap already-encoded JSON (e.g. read back from the store) of the log
     /// of `epoch`.
     pub fn from_json(kind: FrameKind, epoch: &str, cursor: Option<u64>, json: &[u8]) -> Frame {

@@ -5,8 +5,6 @@
 
 use std::sync::Arc;
 
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::Response;
@@ -20,7 +18,8 @@ use utoipa::IntoParams;
 use super::auth::{Caller, Scope};
 use super::extract::{SessionId, Q};
 use super::limits::SubscriberSlot;
-use super::streams::{cursor_of, resume_point, ws_upgrade};
+use super::streams::{cursor_of, resume_point};
+use super::ws_upgrade::WsUpgrade;
 use super::AppState;
 use crate::error::Problem;
 use crate::session::index::IndexEvent;
@@ -103,14 +102,14 @@ pub async fn index_stream(
     caller: Caller,
     headers: HeaderMap,
     Q(q): Q<IndexQuery>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    upgrade: Result<WsUpgrade, Problem>,
 ) -> Result<Response, Problem> {
     let wants_ws = headers
         .get(header::UPGRADE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
     if wants_ws {
-        let upgrade = ws_upgrade(&st, upgrade)?;
+        let upgrade = upgrade?;
         let (events, slot) = events(&st, &caller, &headers, q)?;
         let json = events.map(move |e| {
             let _ = &slot;
@@ -118,7 +117,7 @@ pub async fn index_stream(
         });
         let heartbeat = st.heartbeat();
         let shutdown = st.shutdown.clone();
-        return Ok(upgrade.on_upgrade(move |socket| ws::serve(socket, json, heartbeat, shutdown)));
+        return Ok(upgrade.serve(&st, move |conn| ws::serve(conn, json, heartbeat, shutdown)));
     }
     let (events, slot) = events(&st, &caller, &headers, q)?;
     let bytes = events.map(move |e| {

@@ -21,6 +21,7 @@ pub mod ops;
 pub mod sessions;
 pub mod streams;
 mod viewer;
+pub mod ws_upgrade;
 
 use std::sync::Arc;
 use std::time::Duration;

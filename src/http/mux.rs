@@ -6,8 +6,6 @@
 
 use std::collections::HashSet;
 
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::State;
 use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
@@ -20,7 +18,8 @@ use utoipa::IntoParams;
 
 use super::auth::{Caller, Scope};
 use super::extract::{valid_session_id, MAX_SESSION_ID, Q};
-use super::streams::{parse_cursor, resume_point, ws_upgrade};
+use super::streams::{parse_cursor, resume_point};
+use super::ws_upgrade::WsUpgrade;
 use super::AppState;
 use crate::error::Problem;
 use crate::stream::mux::{self, ws::Admit, ws::Refusal, Frames, Member, Positions};
@@ -272,9 +271,9 @@ pub async fn streams_ws(
     uri: Uri,
     headers: HeaderMap,
     Q(q): Q<MuxQuery>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    upgrade: Result<WsUpgrade, Problem>,
 ) -> Result<Response, Problem> {
-    let upgrade = ws_upgrade(&st, upgrade)?;
+    let upgrade = upgrade?;
     let ids = session_list(&uri, st.cfg.limits.max_sessions_per_stream)?;
     let from = positions(&headers, &q, ids.len())?;
     let initial = open_all(&st, &caller, &ids, from)?;
@@ -283,6 +282,11 @@ pub async fn streams_ws(
         shutdown: st.shutdown.clone(),
         exp: caller.exp,
     };
-    let admit = Admission { st, caller };
-    Ok(upgrade.on_upgrade(move |socket| mux::ws::serve(socket, admit, initial, limits)))
+    let admit = Admission {
+        st: st.clone(),
+        caller,
+    };
+    Ok(upgrade.serve(&st, move |conn| {
+        mux::ws::serve(conn, admit, initial, limits)
+    }))
 }

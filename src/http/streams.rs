@@ -3,8 +3,6 @@
 //! and the AI SDK drop-in streams of one message (`.../ui-stream`, and the
 //! `useChat` resume route `GET /v1/chat/{id}/stream`).
 
-use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::http::StatusCode;
@@ -23,6 +21,7 @@ use futures_util::StreamExt;
 use super::auth::{Caller, Scope};
 use super::extract::Q;
 use super::limits::SubscriberSlot;
+use super::ws_upgrade::WsUpgrade;
 use super::{AppState, MessageId, SessionId};
 use crate::error::Problem;
 use crate::frame::SharedFrame;
@@ -352,7 +351,7 @@ pub async fn stream_sse(
     tag = "streams",
     params(("session_id" = String, Path, description = "Session id"), StreamQuery),
     responses(
-        (status = 101, description = "Switching to WebSocket; each text message is one frame"),
+        (status = 101, description = "Switching to WebSocket; each text message is one frame, deflated when the client offered `permessage-deflate` (the response then has `Sec-WebSocket-Extensions`)"),
         (status = 400, description = "Invalid cursor or session id", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -363,43 +362,17 @@ pub async fn stream_ws(
     session: SessionId,
     headers: HeaderMap,
     Q(q): Q<StreamQuery>,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    upgrade: Result<WsUpgrade, Problem>,
 ) -> Result<Response, Problem> {
-    let upgrade = ws_upgrade(&st, upgrade)?;
+    let upgrade = upgrade?;
     let frames = frames(&st, &caller, session, &headers, q)?;
     let heartbeat = st.heartbeat();
     let shutdown = st.shutdown.clone();
-    let json = frames.map(|f| {
+    let frames = frames.map(|f| {
         f.born.delivered();
-        f.json.clone()
+        f
     });
-    Ok(upgrade.on_upgrade(move |socket| ws::serve(socket, json, heartbeat, shutdown)))
-}
-
-/// The upgrade of a read-only feed socket, or a problem+json refusal of a
-/// request that is not a WebSocket handshake.
-pub(super) fn ws_upgrade(
-    st: &AppState,
-    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-) -> Result<WebSocketUpgrade, Problem> {
-    let upgrade = upgrade.map_err(|e| {
-        Problem::new(
-            e.status(),
-            "websocket_upgrade_required",
-            "WebSocket upgrade required",
-            format!(
-                "this endpoint is a WebSocket (send `Connection: upgrade`, `Upgrade: websocket`); {}",
-                e.body_text()
-            ),
-        )
-    })?;
-    // Clients have nothing large to send: subscriptions at most.
-    Ok(upgrade
-        .max_message_size(st.cfg.limits.ws_max_message_bytes)
-        .max_frame_size(st.cfg.limits.ws_max_message_bytes)
-        // tungstenite's 128 KiB read and write buffers per socket would be
-        // most of an idle connection's memory; frames are small and the
-        // socket is flushed per message.
-        .read_buffer_size(4096)
-        .write_buffer_size(0))
+    Ok(upgrade.serve(&st, move |conn| {
+        ws::serve(conn, frames, heartbeat, shutdown)
+    }))
 }

@@ -24,3 +24,4 @@ mod packaging;
 mod redis;
 mod serve;
 mod traces;
+mod ws_deflate;

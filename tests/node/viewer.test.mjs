@@ -473,6 +473,44 @@ test('chromium WebSocket: close(1000) is answered, wasClean with code 1000', asy
   }
 });
 
+// Chromium's own WebSocket offers permessage-deflate and compresses what it
+// sends: the server agrees, the snapshot reads back exactly as GET /snapshot
+// serves it, and Chromium's compressed subscribe on the multiplexed socket is
+// read (issue 18).
+test('chromium WebSocket: permessage-deflate agreed both ways', async (t) => {
+  if (!browser) return t.skip(NO_CHROMIUM);
+  const long = 'A long delta, repeated so that it is worth deflating. '.repeat(30);
+  await post(server.base, 'ws-z', [1, 2, 3].map((i) => ({ id: `z${i}`, type: 'text.delta', runId: 'r', messageId: 'm', sequence: i, payload: { delta: long } })));
+  const snap = await snapshot(server.base, 'ws-z');
+  const page = await browser.newPage();
+  try {
+    await page.goto(`${server.base}/`);
+    const got = await page.evaluate(async (base) => {
+      const open = (path, onopen, want) => new Promise((resolve, reject) => {
+        const ws = new WebSocket(base + path);
+        const out = [];
+        const timer = setTimeout(() => reject(new Error(`${path}: ${out.length} messages in 10 s`)), 10000);
+        ws.onopen = () => onopen(ws);
+        ws.onmessage = (m) => {
+          out.push(JSON.parse(m.data));
+          if (out.length === want) { clearTimeout(timer); ws.close(1000); resolve({ extensions: ws.extensions, out }); }
+        };
+      });
+      const single = await open('/v1/sessions/ws-z/ws', () => {}, 1);
+      const mux = await open('/v1/streams/ws', (ws) => ws.send(JSON.stringify({ type: 'subscribe', sessionId: 'ws-z', cursor: '0' })), 4);
+      return { single, mux };
+    }, server.base.replace('http', 'ws'));
+    assert.match(got.single.extensions, /^permessage-deflate/);
+    assert.deepEqual(got.single.out[0], snap);
+    assert.match(got.mux.extensions, /^permessage-deflate/);
+    assert.deepEqual(got.mux.out[0], { type: 'subscribed', sessionId: 'ws-z' });
+    assert.deepEqual(got.mux.out.slice(1).map((f) => [f.sessionId, f.cursor]), [['ws-z', 1], ['ws-z', 2], ['ws-z', 3]]);
+    assert.ok(got.mux.out.slice(1).every((f) => JSON.stringify(f).includes(long)));
+  } finally {
+    await page.close();
+  }
+});
+
 // Chromium's own EventSource: the ids it keeps (and would send back as
 // Last-Event-ID) name the epoch of the log they came from (issue 12 item 2).
 test('chromium EventSource: lastEventId is <epoch>:<cursor>', async (t) => {

@@ -8,15 +8,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
 use tokio_stream::StreamMap;
+use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
 use super::{Frames, Member};
 use crate::stream::sse::SubscriberGauge;
+use crate::stream::ws::{self, close, Conn};
 
 /// What a client may send.
 #[derive(Debug, Deserialize)]
@@ -59,11 +60,11 @@ pub struct Limits {
     pub exp: Option<u64>,
 }
 
-fn text(v: serde_json::Value) -> Message {
-    Message::Text(v.to_string().into())
+fn text(v: serde_json::Value) -> Bytes {
+    Bytes::from(v.to_string())
 }
 
-fn refused(session: Option<&str>, r: &Refusal) -> Message {
+fn refused(session: Option<&str>, r: &Refusal) -> Bytes {
     text(serde_json::json!({
         "type": "error",
         "sessionId": session,
@@ -75,18 +76,24 @@ fn refused(session: Option<&str>, r: &Refusal) -> Message {
 /// Serve a multiplexed socket until either side ends; `initial` are the
 /// subscriptions of the URL (`?sessions=`), already admitted.
 pub async fn serve(
-    socket: WebSocket,
+    conn: Conn,
     mut admit: impl Admit,
     initial: Vec<(Member, Frames)>,
     limits: Limits,
 ) {
     metrics::gauge!("projector_subscribers", "transport" => "ws").increment(1.0);
     let _gauge = SubscriberGauge("ws");
-    let (mut sink, mut incoming) = socket.split();
+    let deflate = conn.deflate;
+    let (mut sink, mut incoming) = conn.socket.split();
+    let msg = |b: &Bytes| ws::message(b, deflate);
     let mut members: HashMap<Arc<str>, Member> = HashMap::new();
     let mut map: StreamMap<Arc<str>, Frames> = StreamMap::new();
     for (m, frames) in initial {
-        if sink.send(subscribed("subscribed", &m.id)).await.is_err() {
+        if sink
+            .send(msg(&subscribed("subscribed", &m.id)))
+            .await
+            .is_err()
+        {
             return;
         }
         map.insert(m.id.clone(), frames);
@@ -100,12 +107,6 @@ pub async fn serve(
     tokio::pin!(stop);
     let expiry = crate::stream::expiry::deadline(limits.exp);
     tokio::pin!(expiry);
-    let close = |code, reason| {
-        Message::Close(Some(CloseFrame {
-            code,
-            reason: Utf8Bytes::from_static(reason),
-        }))
-    };
     loop {
         tokio::select! {
             biased;
@@ -116,7 +117,7 @@ pub async fn serve(
             _ = &mut expiry => {
                 let bye = crate::frame::reset("token_expired");
                 for m in members.values() {
-                    if sink.send(frame_message(m.json(&bye))).await.is_err() {
+                    if sink.send(msg(&m.json(&bye))).await.is_err() {
                         return;
                     }
                 }
@@ -132,14 +133,14 @@ pub async fn serve(
                 Some(Ok(Message::Text(t))) => {
                     let reply = handle(t.as_str(), &mut admit, &mut members, &mut map);
                     for r in reply {
-                        if sink.send(r).await.is_err() {
+                        if sink.send(msg(&r)).await.is_err() {
                             return;
                         }
                     }
                 }
                 Some(Ok(Message::Binary(_))) => {
                     let r = Refusal { code: "invalid_message".into(), detail: "send JSON text messages".into() };
-                    if sink.send(refused(None, &r)).await.is_err() {
+                    if sink.send(msg(&refused(None, &r))).await.is_err() {
                         return;
                     }
                 }
@@ -148,7 +149,7 @@ pub async fn serve(
             Some((id, f)) = map.next(), if !map.is_empty() => {
                 let Some(m) = members.get(&id) else { continue };
                 f.born.delivered();
-                if sink.send(frame_message(m.json(&f))).await.is_err() {
+                if sink.send(msg(&m.json(&f))).await.is_err() {
                     break;
                 }
             }
@@ -168,7 +169,11 @@ pub async fn serve(
                 .collect();
             for id in gone {
                 members.remove(&id);
-                if sink.send(subscribed("unsubscribed", &id)).await.is_err() {
+                if sink
+                    .send(msg(&subscribed("unsubscribed", &id)))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -176,12 +181,7 @@ pub async fn serve(
     }
 }
 
-fn frame_message(json: Bytes) -> Message {
-    // The JSON of a frame is UTF-8 by construction.
-    Message::Text(Utf8Bytes::try_from(json).unwrap_or_else(|_| Utf8Bytes::from_static("{}")))
-}
-
-fn subscribed(kind: &str, id: &str) -> Message {
+fn subscribed(kind: &str, id: &str) -> Bytes {
     text(serde_json::json!({"type": kind, "sessionId": id}))
 }
 
@@ -191,7 +191,7 @@ fn handle(
     admit: &mut impl Admit,
     members: &mut HashMap<Arc<str>, Member>,
     map: &mut StreamMap<Arc<str>, Frames>,
-) -> Vec<Message> {
+) -> Vec<Bytes> {
     let msg: ClientMessage = match serde_json::from_str(raw) {
         Ok(m) => m,
         Err(e) => {

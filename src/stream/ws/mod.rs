@@ -1,0 +1,143 @@
+//! WebSocket transport: each frame's JSON as one text message, pings as
+//! heartbeats, a close frame (1001) on shutdown. Client messages other than
+//! close are ignored: the socket is a read-only feed. Incoming messages are
+//! read before every frame sent, so that a client's Close is answered (and
+//! ends the sending) even in the middle of a replay. With
+//! `permessage-deflate` agreed, a message goes out deflated when that makes
+//! it smaller; a frame is deflated once for every socket (see `deflate`).
+
+pub mod deflate;
+pub mod inflate_io;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{SinkExt, Stream, StreamExt};
+use hyper_util::rt::TokioIo;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
+use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+use tokio_tungstenite::WebSocketStream;
+use tokio_util::sync::CancellationToken;
+
+use self::inflate_io::WsIo;
+use super::sse::SubscriberGauge;
+use crate::frame::SharedFrame;
+
+/// An upgraded connection's WebSocket.
+pub type Socket = WebSocketStream<WsIo<TokioIo<hyper::upgrade::Upgraded>>>;
+
+/// A socket and whether `permessage-deflate` was agreed on it.
+pub struct Conn {
+    pub socket: Socket,
+    pub deflate: bool,
+}
+
+/// What goes out as one text message: JSON, and its deflated form.
+pub trait WsText: Send + 'static {
+    /// The message's JSON.
+    fn json(&self) -> &Bytes;
+    /// The JSON deflated for `permessage-deflate`, `None` when deflating
+    /// does not make it smaller.
+    fn deflated(&self) -> Option<Bytes> {
+        deflate::deflate(self.json())
+    }
+}
+
+impl WsText for Bytes {
+    fn json(&self) -> &Bytes {
+        self
+    }
+}
+
+impl WsText for SharedFrame {
+    fn json(&self) -> &Bytes {
+        &self.json
+    }
+
+    /// Deflated once, on its first compressed socket, and shared.
+    fn deflated(&self) -> Option<Bytes> {
+        self.ws_deflated(deflate::deflate)
+    }
+}
+
+/// The message for `t` on a socket with or without `permessage-deflate`.
+pub fn message(t: &impl WsText, deflate: bool) -> Message {
+    if deflate {
+        if let Some(z) = t.deflated() {
+            let mut f = Frame::message(z, OpCode::Data(Data::Text), true);
+            f.header_mut().rsv1 = true;
+            return Message::Frame(f);
+        }
+    }
+    // Every JSON here is UTF-8 by construction.
+    Message::Text(
+        Utf8Bytes::try_from(t.json().clone()).unwrap_or_else(|_| Utf8Bytes::from_static("{}")),
+    )
+}
+
+/// A close frame with `code` and a static reason.
+pub fn close(code: u16, reason: &'static str) -> Message {
+    Message::Close(Some(CloseFrame {
+        code: CloseCode::from(code),
+        reason: Utf8Bytes::from_static(reason),
+    }))
+}
+
+/// Serve text messages (a frame's `json`) on an upgraded socket until
+/// either side ends.
+pub async fn serve<T: WsText>(
+    conn: Conn,
+    frames: impl Stream<Item = T> + Send + 'static,
+    heartbeat: Duration,
+    shutdown: CancellationToken,
+) {
+    metrics::gauge!("projector_subscribers", "transport" => "ws").increment(1.0);
+    let _gauge = SubscriberGauge("ws");
+    let deflate = conn.deflate;
+    let (mut sink, mut incoming) = conn.socket.split();
+    let mut frames = Box::pin(frames);
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
+    let stop = shutdown.cancelled_owned();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut stop => {
+                let _ = sink.send(close(1001, "server shutting down")).await;
+                break;
+            }
+            m = incoming.next() => match m {
+                Some(Ok(Message::Close(_))) => {
+                    // The socket queued the echo of the client's Close:
+                    // flush it, and send nothing more.
+                    let _ = sink.close().await;
+                    break;
+                }
+                None | Some(Err(_)) => break,
+                Some(Ok(_)) => {}
+            },
+            f = frames.next() => match f {
+                Some(f) => {
+                    if sink.send(message(&f, deflate)).await.is_err() {
+                        break;
+                    }
+                }
+                None => {
+                    let _ = sink.send(close(1001, "stream ended")).await;
+                    break;
+                }
+            },
+            _ = ping.tick() => {
+                if sink.send(Message::Ping(Bytes::new())).await.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "inflate_io_tests.rs"]
+mod inflate_io_tests;
