@@ -230,12 +230,14 @@ pub struct HttpConfig {
     /// Gzip responses for clients that accept it: one-shot bodies, and
     /// event streams flushed per write.
     pub compression: bool,
-    /// Most event streams compressed at once (each busy one holds a deflate
-    /// state of about 270 KiB); past it, streams go out uncompressed.
+    /// Most event streams and WebSockets holding a deflate context at once
+    /// (each busy one about 270 KiB); past it, event streams go out
+    /// uncompressed and WebSockets send shared deflated frames.
     pub compressed_streams_max: usize,
     /// Agree on `permessage-deflate` with WebSocket clients that offer it:
-    /// each message deflated with no context, once per frame for every
-    /// socket.
+    /// a busy socket deflates with a context of its own while a slot of
+    /// `compressed_streams_max` is free, otherwise each frame is deflated
+    /// once for every socket.
     pub ws_deflate: bool,
 }
 

@@ -27,7 +27,7 @@ pub struct Tally {
     /// Latencies in microseconds, from sampled subscribers only.
     pub latencies: Mutex<Vec<u32>>,
     pub all_ready: Notify,
-    /// Bytes read off the subscribers' sockets (SSE), headers included.
+    /// Bytes read off the subscribers' sockets, headers included.
     pub wire_bytes: AtomicU64,
 }
 
@@ -222,19 +222,117 @@ pub async fn sse(
     }
 }
 
-/// One WebSocket subscriber.
+/// A socket whose reads are counted into `Tally::wire_bytes`.
+struct Counted {
+    tcp: TcpStream,
+    tally: Arc<Tally>,
+}
+
+impl tokio::io::AsyncRead for Counted {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = std::pin::Pin::new(&mut self.tcp).poll_read(cx, buf);
+        let n = (buf.filled().len() - before) as u64;
+        self.tally.wire_bytes.fetch_add(n, Ordering::Relaxed);
+        r
+    }
+}
+
+impl tokio::io::AsyncWrite for Counted {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        b: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.tcp).poll_write(cx, b)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
+/// The client side of a WebSocket handshake on `path`, offering
+/// `permessage-deflate` when `deflate`: whether the server agreed, and the
+/// bytes read past the response.
+async fn handshake(s: &mut Counted, path: &str, deflate: bool) -> Option<(bool, Vec<u8>)> {
+    let ext = if deflate {
+        "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"
+    } else {
+        ""
+    };
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{ext}\r\n"
+    );
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(i) = memmem::find(&buf, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
+            if !head.starts_with("http/1.1 101") {
+                return None;
+            }
+            let agreed = head.contains("sec-websocket-extensions: permessage-deflate");
+            return Some((agreed, buf[i + 4..].to_vec()));
+        }
+        let n = s.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// One WebSocket subscriber, its bytes counted; with `deflate` it offers
+/// `permessage-deflate` and inflates what comes (with the server's own
+/// `WsIo`, the one part of the generator that is not independent).
+#[allow(clippy::too_many_arguments)]
 pub async fn ws(
-    url: String,
+    addr: std::net::SocketAddr,
+    path: String,
     tally: Arc<Tally>,
     expected: u64,
     sample: bool,
     base: Instant,
     stop: Arc<Notify>,
+    deflate: bool,
 ) {
-    let Ok((mut sock, _)) = tokio_tungstenite::connect_async(url).await else {
+    use agent_projector::stream::ws::inflate_io::WsIo;
+    use tokio_tungstenite::tungstenite::protocol::Role;
+    let Ok(tcp) = TcpStream::connect(addr).await else {
         tally.failed.fetch_add(1, Ordering::Relaxed);
         return;
     };
+    let _ = tcp.set_nodelay(true);
+    let mut s = Counted {
+        tcp,
+        tally: tally.clone(),
+    };
+    let Some((agreed, rest)) = handshake(&mut s, &path, deflate).await else {
+        tally.failed.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    if agreed != deflate {
+        tally.failed.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let io = WsIo::new(s, agreed, 1 << 26, rest);
+    let mut sock =
+        tokio_tungstenite::WebSocketStream::from_raw_socket(io, Role::Client, None).await;
     let mut ready = false;
     let mut lat = Vec::new();
     let stopped = stop.notified();

@@ -10,7 +10,8 @@
 //! table and writes `target/bench-load.json`.
 //!
 //! Knobs: `LOAD_SECTIONS`, `LOAD_ANCHOR=0`, `LOAD_FANOUT` (scenarios as
-//! `transport:sessions:subscribers:rate,...`), `LOAD_PROJECTOR_BIN` (another
+//! `transport:sessions:subscribers:rate,...`; transports `sse`, `gzip`, `ws`,
+//! `wsz` for WebSocket with `permessage-deflate`), `LOAD_PROJECTOR_BIN` (another
 //! build), `LOAD_BASELINE_BIN` (another build, run as "before" next to this
 //! one in the fan-out and memory sections), `LOAD_GEN_THREADS`, `LOAD_BREAKDOWN=1` (the server's own ingest
 //! and delivery histograms per scenario), `LOAD_FLOOR=task,shard` (the same
@@ -45,6 +46,8 @@ enum Transport {
     /// SSE asking for gzip (`Accept-Encoding: gzip`), decoded by the client.
     SseGzip,
     Ws,
+    /// WebSocket offering `permessage-deflate`, inflated by the client.
+    WsDeflate,
     /// One SSE connection per viewer following every session
     /// (`GET /v1/streams?sessions=...`).
     Mux,
@@ -65,7 +68,7 @@ struct Fanout {
     connections: usize,
     /// Server CPU time (user + system, from connecting to the end) per delivery.
     cpu_us_per_delivery: f64,
-    /// Bytes the subscribers read off their sockets per delivery (SSE).
+    /// Bytes the subscribers read off their sockets per delivery.
     wire_bytes_per_delivery: f64,
     /// The load generator's own CPU time per delivery (it shares the cores).
     gen_cpu_us_per_delivery: f64,
@@ -104,13 +107,15 @@ fn subscribe(
             stop,
             false,
         )),
-        Transport::Ws => tokio::spawn(clients::ws(
-            format!("ws://{}/v1/sessions/{session}/ws", server.addr),
+        Transport::Ws | Transport::WsDeflate => tokio::spawn(clients::ws(
+            server.addr,
+            format!("/v1/sessions/{session}/ws"),
             tally,
             expected as u64,
             sample,
             base,
             stop,
+            transport == Transport::WsDeflate,
         )),
     }
 }
@@ -224,6 +229,7 @@ async fn fanout(
                 Transport::Sse => "SSE",
                 Transport::SseGzip => "SSE-gzip",
                 Transport::Ws => "WS",
+                Transport::WsDeflate => "WS-deflate",
                 Transport::Mux => "SSE-mux",
             },
             sessions,
@@ -608,6 +614,7 @@ async fn run(scale: Scale) -> Value {
                     let p: Vec<&str> = r.split(':').collect();
                     let t = match *p.first()? {
                         "ws" => Transport::Ws,
+                        "wsz" => Transport::WsDeflate,
                         "gzip" => Transport::SseGzip,
                         _ => Transport::Sse,
                     };

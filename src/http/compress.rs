@@ -7,8 +7,6 @@
 //! and at most `http.compressed_streams_max` streams are compressed at once.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use axum::body::{Body, Bytes};
@@ -20,37 +18,13 @@ use flate2::{Compress, Compression, FlushCompress};
 use futures_util::Stream;
 
 use super::AppState;
+use crate::stream::compress::{deflate_all, Slot};
 
 /// The gzip member header: deflate, no name, no mtime, unknown OS.
 const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
 /// An 8 KiB window: frames are small, and the deflate state stays at about
 /// 270 KiB instead of 380 KiB with the full window.
 const WINDOW_BITS: u8 = 13;
-
-/// How many event streams are being compressed; shared by the server.
-#[derive(Clone, Default)]
-pub struct StreamBudget(Arc<AtomicUsize>);
-
-impl StreamBudget {
-    /// Take a slot if fewer than `max` are taken.
-    fn take(&self, max: usize) -> Option<Slot> {
-        self.0
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Slot(self.0.clone()))
-    }
-}
-
-/// A taken slot of the budget, given back when the stream is dropped.
-struct Slot(Arc<AtomicUsize>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
 
 /// True if the client accepts gzip (`gzip`, `x-gzip` or `*`, not `q=0`).
 pub(crate) fn accepts_gzip(headers: &HeaderMap) -> bool {
@@ -152,7 +126,7 @@ impl<S> GzipStream<S> {
         } else {
             FlushCompress::Sync
         };
-        deflate(self.deflater(), input, &mut out, flush)?;
+        deflate_all(self.deflater(), input, &mut out, flush)?;
         if quiet {
             self.deflate = None;
         }
@@ -166,7 +140,7 @@ impl<S> GzipStream<S> {
             out.extend_from_slice(&GZIP_HEADER);
             self.started = true;
         }
-        deflate(self.deflater(), &[], &mut out, FlushCompress::Finish)?;
+        deflate_all(self.deflater(), &[], &mut out, FlushCompress::Finish)?;
         self.deflate = None;
         out.extend_from_slice(&self.crc.clone().finalize().to_le_bytes());
         out.extend_from_slice(&self.len.to_le_bytes());
@@ -184,28 +158,6 @@ impl<S> GzipStream<S> {
 /// `retry:` lines alone are not one.
 fn has_event(chunk: &[u8]) -> bool {
     chunk.starts_with(b"data:") || chunk.windows(6).any(|w| w == b"\ndata:")
-}
-
-/// Deflate all of `input` into `out` with `flush`, growing `out` as needed.
-fn deflate(
-    c: &mut Compress,
-    input: &[u8],
-    out: &mut Vec<u8>,
-    flush: FlushCompress,
-) -> Result<(), flate2::CompressError> {
-    let mut pos = 0;
-    loop {
-        if out.capacity() - out.len() < 64 {
-            out.reserve(input.len() - pos + 64);
-        }
-        let before = c.total_in();
-        c.compress_vec(&input[pos..], out, flush)?;
-        pos += (c.total_in() - before) as usize;
-        // Done once every byte is in and the flush left room unused.
-        if pos == input.len() && out.len() < out.capacity() {
-            return Ok(());
-        }
-    }
 }
 
 impl<S> Stream for GzipStream<S>
@@ -237,6 +189,7 @@ mod tests {
     use std::io::Write;
 
     use super::*;
+    use crate::stream::compress::StreamBudget;
 
     fn stream() -> GzipStream<futures_util::stream::Empty<Result<Bytes, axum::Error>>> {
         GzipStream::new(

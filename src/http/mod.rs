@@ -56,7 +56,7 @@ pub struct AppState {
     /// The AI SDK chat gateway (`POST /v1/chat`).
     pub gateway: chat::SharedGateway,
     /// Event streams being gzipped now (`http.compressed_streams_max`).
-    pub compressed_streams: compress::StreamBudget,
+    pub compressed_streams: crate::stream::compress::StreamBudget,
 }
 
 impl AppState {

@@ -18,14 +18,15 @@ use tokio_tungstenite::WebSocketStream;
 
 use super::AppState;
 use crate::error::Problem;
-use crate::stream::ws::{deflate, inflate_io::WsIo, Conn};
+use crate::stream::ws::deflate::{self, Deflater};
+use crate::stream::ws::{inflate_io::WsIo, Conn};
 
 /// A valid handshake, not yet answered.
 pub struct WsUpgrade {
     key: HeaderValue,
     on_upgrade: OnUpgrade,
     /// The client offered a `permessage-deflate` the server can accept.
-    deflate_offered: bool,
+    deflate: Option<deflate::Agreement>,
 }
 
 fn refuse(status: StatusCode, why: &str) -> Problem {
@@ -85,7 +86,7 @@ impl<S: Send + Sync> FromRequestParts<S> for WsUpgrade {
                 "`Sec-WebSocket-Key` header is missing",
             ));
         };
-        let deflate_offered = deflate::accepts(
+        let deflate = deflate::agree(
             h.get_all(header::SEC_WEBSOCKET_EXTENSIONS)
                 .iter()
                 .filter_map(|v| v.to_str().ok()),
@@ -99,7 +100,7 @@ impl<S: Send + Sync> FromRequestParts<S> for WsUpgrade {
         Ok(WsUpgrade {
             key,
             on_upgrade,
-            deflate_offered,
+            deflate,
         })
     }
 }
@@ -113,7 +114,14 @@ impl WsUpgrade {
         Fut: Future<Output = ()> + Send + 'static,
     {
         let limit = st.cfg.limits.ws_max_message_bytes;
-        let deflate = self.deflate_offered && st.cfg.http.ws_deflate;
+        let agreed = self.deflate.filter(|_| st.cfg.http.ws_deflate);
+        let deflater = agreed.map(|a| {
+            Deflater::new(
+                a,
+                st.compressed_streams.clone(),
+                st.cfg.http.compressed_streams_max,
+            )
+        });
         // Clients have nothing large to send: subscriptions at most.
         // tungstenite's 128 KiB read and write buffers per socket would be
         // most of an idle connection's memory; frames are small and the
@@ -128,9 +136,14 @@ impl WsUpgrade {
             let Ok(upgraded) = on_upgrade.await else {
                 return;
             };
-            let io = WsIo::new(TokioIo::new(upgraded), deflate, limit, Vec::new());
+            let io = WsIo::new(
+                TokioIo::new(upgraded),
+                deflater.is_some(),
+                limit,
+                Vec::new(),
+            );
             let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-            serve(Conn { socket, deflate }).await;
+            serve(Conn { socket, deflater }).await;
         });
         let accept = derive_accept_key(self.key.as_bytes());
         let mut headers = HeaderMap::new();
@@ -139,10 +152,10 @@ impl WsUpgrade {
         if let Ok(v) = HeaderValue::from_str(&accept) {
             headers.insert(header::SEC_WEBSOCKET_ACCEPT, v);
         }
-        if deflate {
+        if let Some(a) = agreed {
             headers.insert(
                 header::SEC_WEBSOCKET_EXTENSIONS,
-                HeaderValue::from_static(deflate::RESPONSE),
+                HeaderValue::from_static(a.response()),
             );
         }
         (StatusCode::SWITCHING_PROTOCOLS, headers).into_response()

@@ -9,6 +9,7 @@
 //! live list of sessions.
 
 pub mod ag_ui;
+pub mod compress;
 mod expiry;
 pub mod index;
 pub mod mux;

@@ -1,27 +1,41 @@
 //! `permessage-deflate` seen on the wire by a raw client: frames parsed here
-//! and inflated by flate2 (as RFC 7692 says a receiver does), not by the
-//! server's own code. Compressed sockets get the same JSON as plain ones,
-//! every socket the same deflated bytes; compressed client messages are
-//! read; without an acceptable offer, or with `http.ws_deflate` off,
-//! nothing is compressed.
+//! and inflated by flate2 with one inflater per connection, as RFC 7692 says
+//! a receiver does (not by the server's own code). A socket with a context
+//! and a shared one both read back the same JSON as a plain socket; shared
+//! sockets carry the same bytes; a quiet socket gives its context back to
+//! the budget; compressed client messages are read; without an acceptable
+//! offer, or with `http.ws_deflate` off, nothing is compressed.
 
-use std::io::{Cursor, Read};
+use std::io::Cursor;
 
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::{Control, Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 
 use crate::common::{TestServer, WAIT};
 
 const OFFER: &str = "permessage-deflate; client_max_window_bits";
+const SHARED_OFFER: &str = "permessage-deflate; server_no_context_takeover";
 const TAIL: [u8; 4] = [0, 0, 0xff, 0xff];
 
 /// A WebSocket client that shows the frames as they are on the wire.
 struct RawWs {
     tcp: TcpStream,
     buf: Vec<u8>,
+    inflater: flate2::Decompress,
+}
+
+/// What was received.
+#[derive(Debug)]
+enum Got {
+    Text {
+        compressed: bool,
+        wire: Vec<u8>,
+        json: String,
+    },
+    Ping,
 }
 
 /// One text message as received.
@@ -30,14 +44,6 @@ struct Text {
     compressed: bool,
     wire: Vec<u8>,
     json: String,
-}
-
-fn zlib_inflate(payload: &[u8]) -> Vec<u8> {
-    let mut all = payload.to_vec();
-    all.extend_from_slice(&TAIL);
-    let mut out = Vec::new();
-    let _ = flate2::read::DeflateDecoder::new(&all[..]).read_to_end(&mut out);
-    out
 }
 
 fn zlib_deflate(data: &[u8]) -> Vec<u8> {
@@ -81,7 +87,8 @@ impl RawWs {
                 .map(|v| v.trim().to_owned())
         });
         buf.drain(..end);
-        (RawWs { tcp, buf }, ext)
+        let inflater = flate2::Decompress::new(false);
+        (RawWs { tcp, buf, inflater }, ext)
     }
 
     /// The next frame, or `None` once the server closed the connection.
@@ -109,33 +116,65 @@ impl RawWs {
         }
     }
 
-    /// The next text message (pings skipped); `None` at a close or the end.
+    /// Inflate one message with the connection's inflater (its window is
+    /// every message inflated before).
+    fn inflate(&mut self, wire: &[u8]) -> Vec<u8> {
+        let mut input = wire.to_vec();
+        input.extend_from_slice(&TAIL);
+        let mut out = Vec::with_capacity(wire.len() * 8 + 1024);
+        let start = self.inflater.total_in();
+        loop {
+            let used = (self.inflater.total_in() - start) as usize;
+            self.inflater
+                .decompress_vec(&input[used..], &mut out, flate2::FlushDecompress::Sync)
+                .expect("valid deflate data");
+            if (self.inflater.total_in() - start) as usize == input.len()
+                && out.len() < out.capacity()
+            {
+                return out;
+            }
+            out.reserve(out.capacity());
+        }
+    }
+
+    /// The next text message or ping; `None` at a close or the end.
+    async fn next(&mut self) -> Option<Got> {
+        let (head, wire) = self.frame().await?;
+        match head.opcode {
+            OpCode::Data(Data::Text) => {
+                assert!(head.is_final, "messages are not fragmented");
+                let json = if head.rsv1 {
+                    self.inflate(&wire)
+                } else {
+                    wire.clone()
+                };
+                let json = String::from_utf8(json).unwrap();
+                Some(Got::Text {
+                    compressed: head.rsv1,
+                    wire,
+                    json,
+                })
+            }
+            OpCode::Control(Control::Ping) => Some(Got::Ping),
+            OpCode::Control(Control::Close) => None,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    /// The next text message (pings skipped).
     async fn text(&mut self) -> Option<Text> {
         loop {
-            let (head, wire) = self.frame().await?;
-            match head.opcode {
-                OpCode::Data(Data::Text) => {
-                    assert!(head.is_final, "messages are not fragmented");
-                    let json = if head.rsv1 {
-                        zlib_inflate(&wire)
-                    } else {
-                        wire.clone()
-                    };
-                    return Some(Text {
-                        compressed: head.rsv1,
-                        wire,
-                        json: String::from_utf8(json).unwrap(),
-                    });
-                }
-                OpCode::Data(_) => panic!("unexpected {head:?}"),
-                _ if head.opcode
-                    == OpCode::Control(
-                        tokio_tungstenite::tungstenite::protocol::frame::coding::Control::Close,
-                    ) =>
-                {
-                    return None
-                }
-                _ => {}
+            if let Got::Text {
+                compressed,
+                wire,
+                json,
+            } = self.next().await?
+            {
+                return Some(Text {
+                    compressed,
+                    wire,
+                    json,
+                });
             }
         }
     }
@@ -147,9 +186,13 @@ impl RawWs {
         } else {
             json.as_bytes().to_vec()
         };
+        self.send_frame(deflate, &payload).await;
+    }
+
+    async fn send_frame(&mut self, rsv1: bool, payload: &[u8]) {
         let key = [9, 200, 33, 7];
         let head = FrameHeader {
-            rsv1: deflate,
+            rsv1,
             opcode: OpCode::Data(Data::Text),
             mask: Some(key),
             ..FrameHeader::default()
@@ -161,8 +204,11 @@ impl RawWs {
     }
 }
 
-async fn seeded() -> TestServer {
-    let srv = TestServer::builder().start().await;
+fn delta(k: u64, text: &str) -> Value {
+    json!({"id": format!("e{k}"), "type": "text.delta", "runId": "r", "sequence": k, "payload": {"delta": text}})
+}
+
+async fn seeded(srv: &TestServer) {
     let long = "The answer, with its reasons spelled out at length. ".repeat(40);
     let events = json!([
         {"id": "e1", "type": "run.started", "runId": "r", "sequence": 1},
@@ -172,27 +218,28 @@ async fn seeded() -> TestServer {
         {"id": "e4", "type": "text.delta", "runId": "r", "sequence": 4, "payload": {"delta": "ok"}},
     ]);
     assert_eq!(srv.post("z", &events).await.0, 200);
-    srv
 }
 
+const CONTEXT_RESPONSE: &str = "permessage-deflate; client_no_context_takeover";
+const SHARED_RESPONSE: &str =
+    "permessage-deflate; server_no_context_takeover; client_no_context_takeover";
+
 #[tokio::test]
-async fn compressed_sockets_get_the_same_json_and_the_same_deflated_bytes() {
-    let srv = seeded().await;
+async fn a_socket_with_a_context_reads_back_the_same_json_in_far_fewer_bytes() {
+    let srv = TestServer::builder().start().await;
+    seeded(&srv).await;
     let path = "/v1/sessions/z/ws";
     let (mut plain, ext) = RawWs::open(&srv, path, None).await;
     assert_eq!(ext, None);
-    let (mut a, ext) = RawWs::open(&srv, path, Some(OFFER)).await;
-    assert_eq!(
-        ext.as_deref(),
-        Some("permessage-deflate; server_no_context_takeover; client_no_context_takeover")
-    );
-    let (mut b, _) = RawWs::open(&srv, &format!("{path}?cursor=0"), Some(OFFER)).await;
-    let (mut b_plain, _) = RawWs::open(&srv, &format!("{path}?cursor=0"), None).await;
+    let (mut z, ext) = RawWs::open(&srv, path, Some(OFFER)).await;
+    assert_eq!(ext.as_deref(), Some(CONTEXT_RESPONSE));
+    let (mut replay, _) = RawWs::open(&srv, &format!("{path}?cursor=0"), Some(OFFER)).await;
+    let (mut replay_plain, _) = RawWs::open(&srv, &format!("{path}?cursor=0"), None).await;
 
     // The snapshot: the same JSON, in far fewer bytes.
     let want = plain.text().await.unwrap();
     assert!(!want.compressed);
-    let got = a.text().await.unwrap();
+    let got = z.text().await.unwrap();
     assert!(got.compressed);
     assert_eq!(got.json, want.json);
     assert!(
@@ -202,38 +249,138 @@ async fn compressed_sockets_get_the_same_json_and_the_same_deflated_bytes() {
         want.json.len()
     );
 
-    // The replay from cursor 0: each frame the same JSON as on the plain
-    // socket; the large ones compressed; no frame larger than its JSON.
-    let mut compressed = 0;
+    // The replay from cursor 0, frame by frame the same JSON.
     for _ in 0..4 {
-        let want = b_plain.text().await.unwrap();
-        let got = b.text().await.unwrap();
+        let want = replay_plain.text().await.unwrap();
+        let got = replay.text().await.unwrap();
+        assert!(got.compressed);
         assert_eq!(got.json, want.json);
-        assert!(got.wire.len() <= want.json.len());
-        compressed += usize::from(got.compressed);
-        if want.json.len() > 1000 {
-            assert!(got.compressed && got.wire.len() * 4 < want.json.len());
+    }
+
+    // Live deltas, each inflated with the window of the ones before it.
+    for k in 5..25 {
+        assert_eq!(srv.post("z", &delta(k, &format!("word {k} "))).await.0, 200);
+        let want = plain.text().await.unwrap();
+        for s in [&mut z, &mut replay] {
+            let got = s.text().await.unwrap();
+            assert!(got.compressed);
+            assert_eq!(got.json, want.json);
+        }
+        let got = replay_plain.text().await.unwrap();
+        assert_eq!(got.json, want.json);
+        // Nothing left over between messages.
+        assert!(z.buf.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn live_deltas_with_a_context_cost_a_fraction_of_shared_ones() {
+    let srv = TestServer::builder().start().await;
+    seeded(&srv).await;
+    let path = "/v1/sessions/z/ws?cursor=4";
+    let (mut ctx, _) = RawWs::open(&srv, path, Some(OFFER)).await;
+    let (mut shared, ext) = RawWs::open(&srv, path, Some(SHARED_OFFER)).await;
+    assert_eq!(ext.as_deref(), Some(SHARED_RESPONSE));
+    let (mut shared2, _) = RawWs::open(&srv, path, Some(SHARED_OFFER)).await;
+    let (mut plain, _) = RawWs::open(&srv, path, None).await;
+    let (mut ctx_bytes, mut shared_bytes, mut json_bytes) = (0, 0, 0);
+    for k in 5..45 {
+        assert_eq!(srv.post("z", &delta(k, &format!("word {k} "))).await.0, 200);
+        let want = plain.text().await.unwrap();
+        let (c, s, s2) = (
+            ctx.text().await.unwrap(),
+            shared.text().await.unwrap(),
+            shared2.text().await.unwrap(),
+        );
+        assert_eq!(
+            (&c.json, &s.json, &s2.json),
+            (&want.json, &want.json, &want.json)
+        );
+        // Shared: deflated once, the same bytes on every socket.
+        assert_eq!(s.wire, s2.wire);
+        ctx_bytes += c.wire.len();
+        shared_bytes += s.wire.len();
+        json_bytes += want.json.len();
+    }
+    assert!(shared_bytes < json_bytes, "{shared_bytes} of {json_bytes}");
+    assert!(
+        ctx_bytes * 3 < shared_bytes,
+        "context {ctx_bytes}, shared {shared_bytes}"
+    );
+}
+
+#[tokio::test]
+async fn past_the_budget_sockets_share_and_a_quiet_socket_gives_its_context_back() {
+    let srv = TestServer::builder()
+        .config(|c| {
+            c.http.compressed_streams_max = 1;
+            c.stream.heartbeat_secs = 1;
+        })
+        .start()
+        .await;
+    seeded(&srv).await;
+    assert_eq!(srv.post("y", &delta(1, "hi")).await.0, 200);
+    // `a` follows session z, `b` session y; each beside a shared socket of
+    // its session, whose bytes say what a socket without a context sends.
+    let (mut a, ext) = RawWs::open(&srv, "/v1/sessions/z/ws?cursor=4", Some(OFFER)).await;
+    assert_eq!(ext.as_deref(), Some(CONTEXT_RESPONSE));
+    let (mut b, ext) = RawWs::open(&srv, "/v1/sessions/y/ws?cursor=1", Some(OFFER)).await;
+    assert_eq!(ext.as_deref(), Some(CONTEXT_RESPONSE));
+    let (mut za, _) = RawWs::open(&srv, "/v1/sessions/z/ws?cursor=4", Some(SHARED_OFFER)).await;
+    let (mut yb, _) = RawWs::open(&srv, "/v1/sessions/y/ws?cursor=1", Some(SHARED_OFFER)).await;
+    // Two close deltas, then the wire sizes of the second: with a context
+    // it costs a fraction of the shared one.
+    async fn two(
+        srv: &TestServer,
+        session: &str,
+        k: u64,
+        s: &mut RawWs,
+        shared: &mut RawWs,
+    ) -> (Text, Text) {
+        let mut last = None;
+        for k in [k, k + 1] {
+            let text = format!("a sentence that repeats itself, number {}", k % 2);
+            assert_eq!(srv.post(session, &delta(k, &text)).await.0, 200);
+            let (x, y) = (s.text().await.unwrap(), shared.text().await.unwrap());
+            assert_eq!(x.json, y.json);
+            last = Some((x, y));
+        }
+        last.unwrap()
+    }
+    // `a` takes the one slot; `b` finds none and sends the shared bytes.
+    let (x, shared) = two(&srv, "z", 5, &mut a, &mut za).await;
+    assert!(
+        x.wire.len() * 2 < shared.wire.len(),
+        "a has a context: {} vs {}",
+        x.wire.len(),
+        shared.wire.len()
+    );
+    let (x, shared) = two(&srv, "y", 2, &mut b, &mut yb).await;
+    assert_eq!(x.wire, shared.wire, "b shares");
+    // `a` goes quiet: after two heartbeats with no message, its context and
+    // its slot are given back, and `b` takes the slot.
+    let mut pings = 0;
+    while pings < 2 {
+        match a.next().await.unwrap() {
+            Got::Ping => pings += 1,
+            other => panic!("{other:?}"),
         }
     }
-    assert!(compressed >= 3, "{compressed} of 4 compressed");
-
-    // Live: one frame, the same deflated bytes on both compressed sockets.
-    let live = json!({"id": "e5", "type": "text.delta", "runId": "r", "sequence": 5,
-        "payload": {"delta": "and a live delta that is long enough to be worth deflating, surely"}});
-    assert_eq!(srv.post("z", &live).await.0, 200);
-    let (x, y, p) = (
-        a.text().await.unwrap(),
-        b.text().await.unwrap(),
-        plain.text().await.unwrap(),
+    let (x, shared) = two(&srv, "y", 4, &mut b, &mut yb).await;
+    assert!(
+        x.wire.len() * 2 < shared.wire.len(),
+        "b took the context: {} vs {}",
+        x.wire.len(),
+        shared.wire.len()
     );
-    assert!(x.compressed);
-    assert_eq!(x.wire, y.wire);
-    assert_eq!((&x.json, &y.json), (&p.json, &p.json));
+    let (x, shared) = two(&srv, "z", 7, &mut a, &mut za).await;
+    assert_eq!(x.wire, shared.wire, "a shares now");
 }
 
 #[tokio::test]
 async fn without_an_acceptable_offer_or_with_it_off_nothing_is_compressed() {
-    let srv = seeded().await;
+    let srv = TestServer::builder().start().await;
+    seeded(&srv).await;
     for offer in [
         None,
         Some("permessage-deflate; server_max_window_bits=10"),
@@ -251,8 +398,7 @@ async fn without_an_acceptable_offer_or_with_it_off_nothing_is_compressed() {
         .start()
         .await;
     let long = "a long delta that would compress well, ".repeat(20);
-    let ev = json!({"id": "e1", "type": "text.delta", "runId": "r", "sequence": 1, "payload": {"delta": long}});
-    assert_eq!(off.post("z", &ev).await.0, 200);
+    assert_eq!(off.post("z", &delta(1, &long)).await.0, 200);
     let (mut ws, ext) = RawWs::open(&off, "/v1/sessions/z/ws?cursor=0", Some(OFFER)).await;
     assert_eq!(ext, None);
     let t = ws.text().await.unwrap();
@@ -261,7 +407,8 @@ async fn without_an_acceptable_offer_or_with_it_off_nothing_is_compressed() {
 
 #[tokio::test]
 async fn compressed_client_messages_are_read_and_bad_ones_end_the_socket() {
-    let srv = seeded().await;
+    let srv = TestServer::builder().start().await;
+    seeded(&srv).await;
     let (mut ws, ext) = RawWs::open(&srv, "/v1/streams/ws", Some(OFFER)).await;
     assert!(ext.is_some());
     ws.send(r#"{"type":"subscribe","sessionId":"z","cursor":"0"}"#, true)
@@ -279,28 +426,8 @@ async fn compressed_client_messages_are_read_and_bad_ones_end_the_socket() {
     // A plain message on the same socket is read as well.
     ws.send(r#"{"type":"unsubscribe","sessionId":"z"}"#, false)
         .await;
-    loop {
-        let t = ws.text().await.unwrap();
-        if t.json.contains("unsubscribed") {
-            break;
-        }
-    }
+    while !ws.text().await.unwrap().json.contains("unsubscribed") {}
     // Not deflate data: the socket ends, nothing more is read from it.
-    let key = [1, 2, 3, 4];
-    let head = FrameHeader {
-        rsv1: true,
-        opcode: OpCode::Data(Data::Text),
-        mask: Some(key),
-        ..FrameHeader::default()
-    };
-    let mut out = Vec::new();
-    head.format(5, &mut out).unwrap();
-    out.extend(
-        [0xff, 0xff, 0xff, 0x00, 0x12]
-            .iter()
-            .enumerate()
-            .map(|(i, b)| b ^ key[i & 3]),
-    );
-    ws.tcp.write_all(&out).await.unwrap();
+    ws.send_frame(true, &[0xff, 0xff, 0xff, 0x00, 0x12]).await;
     assert!(ws.text().await.is_none());
 }

@@ -83,14 +83,13 @@ pub async fn serve(
 ) {
     metrics::gauge!("projector_subscribers", "transport" => "ws").increment(1.0);
     let _gauge = SubscriberGauge("ws");
-    let deflate = conn.deflate;
+    let mut deflater = conn.deflater;
     let (mut sink, mut incoming) = conn.socket.split();
-    let msg = |b: &Bytes| ws::message(b, deflate);
     let mut members: HashMap<Arc<str>, Member> = HashMap::new();
     let mut map: StreamMap<Arc<str>, Frames> = StreamMap::new();
     for (m, frames) in initial {
         if sink
-            .send(msg(&subscribed("subscribed", &m.id)))
+            .send(ws::message(&subscribed("subscribed", &m.id), &mut deflater))
             .await
             .is_err()
         {
@@ -117,7 +116,7 @@ pub async fn serve(
             _ = &mut expiry => {
                 let bye = crate::frame::reset("token_expired");
                 for m in members.values() {
-                    if sink.send(msg(&m.json(&bye))).await.is_err() {
+                    if sink.send(ws::message(&m.json(&bye), &mut deflater)).await.is_err() {
                         return;
                     }
                 }
@@ -133,14 +132,14 @@ pub async fn serve(
                 Some(Ok(Message::Text(t))) => {
                     let reply = handle(t.as_str(), &mut admit, &mut members, &mut map);
                     for r in reply {
-                        if sink.send(msg(&r)).await.is_err() {
+                        if sink.send(ws::message(&r, &mut deflater)).await.is_err() {
                             return;
                         }
                     }
                 }
                 Some(Ok(Message::Binary(_))) => {
                     let r = Refusal { code: "invalid_message".into(), detail: "send JSON text messages".into() };
-                    if sink.send(msg(&refused(None, &r))).await.is_err() {
+                    if sink.send(ws::message(&refused(None, &r), &mut deflater)).await.is_err() {
                         return;
                     }
                 }
@@ -149,12 +148,12 @@ pub async fn serve(
             Some((id, f)) = map.next(), if !map.is_empty() => {
                 let Some(m) = members.get(&id) else { continue };
                 f.born.delivered();
-                if sink.send(msg(&m.json(&f))).await.is_err() {
+                if sink.send(ws::message(&m.json(&f), &mut deflater)).await.is_err() {
                     break;
                 }
             }
             _ = ping.tick() => {
-                if sink.send(Message::Ping(Bytes::new())).await.is_err() {
+                if sink.send(ws::heartbeat_ping(&mut deflater)).await.is_err() {
                     break;
                 }
             }
@@ -170,7 +169,7 @@ pub async fn serve(
             for id in gone {
                 members.remove(&id);
                 if sink
-                    .send(msg(&subscribed("unsubscribed", &id)))
+                    .send(ws::message(&subscribed("unsubscribed", &id), &mut deflater))
                     .await
                     .is_err()
                 {

@@ -1,63 +1,99 @@
 //! `permessage-deflate` (RFC 7692): the negotiation, and the deflate and
-//! inflate of one message. The server never keeps a context between
-//! messages (`server_no_context_takeover`) and asks the client not to
-//! either (`client_no_context_takeover`): a message then compresses the
-//! same for every socket, so a frame is deflated once and the bytes are
-//! shared like its JSON, and a socket holds no compressor or window.
+//! inflate of messages. A socket deflates in one of two ways:
+//!
+//! - **with a context** of its own (the previous messages are the LZ77
+//!   window, as on a gzipped SSE stream): the fewest bytes, one deflate per
+//!   message and socket. The context lives while the socket is busy (a
+//!   heartbeat with no message since the last one drops it) and only while
+//!   a slot of `http.compressed_streams_max` is free;
+//! - **shared**, without a context: a frame is deflated once, by the first
+//!   socket it goes to, and every socket sends the same bytes. Used when the
+//!   client asked for `server_no_context_takeover` or no slot is free.
+//!
+//! A new context never refers to bytes before it, so a socket may switch
+//! between the two at any message. The client is asked to send without a
+//! context (`client_no_context_takeover`), so reading its messages needs no
+//! state between them.
 
 use std::cell::RefCell;
 
 use bytes::Bytes;
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
-/// The window the server compresses with (2^15 bytes, deflate's largest).
-/// An offer that limits it (`server_max_window_bits` below 15) is declined.
+use crate::stream::compress::{deflate_all, Slot, StreamBudget};
+
+/// The window shared deflates use (2^15 bytes, deflate's largest). An offer
+/// that limits it (`server_max_window_bits` below 15) is declined.
 const WINDOW_BITS: u8 = 15;
+
+/// A socket's own context keeps an 8 KiB window, as gzipped SSE streams do:
+/// frames are small, and the state stays at about 270 KiB.
+const CONTEXT_WINDOW_BITS: u8 = 13;
 
 /// zlib-rs level 1: most of the gain of deflate for JSON at a fraction of
 /// the CPU of the default level (see docs/BENCHMARKS.md).
 const LEVEL: u32 = 1;
 
-/// The `Sec-WebSocket-Extensions` the server answers with when it accepts.
-pub const RESPONSE: &str =
-    "permessage-deflate; server_no_context_takeover; client_no_context_takeover";
-
 /// The end of a sync flush, which a message leaves off (RFC 7692 7.2.1).
 const TAIL: [u8; 4] = [0x00, 0x00, 0xff, 0xff];
 
-/// Whether one of the client's `Sec-WebSocket-Extensions` offers (every
+/// What was agreed with a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Agreement {
+    /// The server may keep a context between messages (the client did not
+    /// ask for `server_no_context_takeover`).
+    pub context: bool,
+}
+
+impl Agreement {
+    /// The `Sec-WebSocket-Extensions` the server answers with.
+    pub fn response(self) -> &'static str {
+        if self.context {
+            "permessage-deflate; client_no_context_takeover"
+        } else {
+            "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
+        }
+    }
+}
+
+/// The first of the client's `Sec-WebSocket-Extensions` offers (every
 /// header line, comma-separated offers, in the client's order of
-/// preference) is a `permessage-deflate` the server can accept. An offer
-/// with an unknown, repeated or invalid parameter, or one that limits the
-/// server's window below 15 bits, is declined (RFC 7692 5.1); the next one
-/// is tried.
-pub fn accepts<'a>(offers: impl IntoIterator<Item = &'a str>) -> bool {
+/// preference) that is a `permessage-deflate` the server can accept. An
+/// offer with an unknown, repeated or invalid parameter, or one that limits
+/// the server's window below 15 bits, is declined (RFC 7692 5.1); the next
+/// one is tried.
+pub fn agree<'a>(offers: impl IntoIterator<Item = &'a str>) -> Option<Agreement> {
     offers
         .into_iter()
         .flat_map(|line| line.split(','))
-        .any(acceptable)
+        .find_map(acceptable)
 }
 
-fn acceptable(offer: &str) -> bool {
+fn acceptable(offer: &str) -> Option<Agreement> {
     let mut parts = offer.split(';').map(str::trim);
     if !parts
         .next()
         .is_some_and(|n| n.eq_ignore_ascii_case("permessage-deflate"))
     {
-        return false;
+        return None;
     }
     let mut seen: Vec<&str> = Vec::new();
+    let mut context = true;
     for p in parts {
         let (name, value) = match p.split_once('=') {
             Some((n, v)) => (n.trim(), Some(v.trim().trim_matches('"'))),
             None => (p, None),
         };
         if seen.iter().any(|s| s.eq_ignore_ascii_case(name)) {
-            return false;
+            return None;
         }
         seen.push(name);
         let ok = match name.to_ascii_lowercase().as_str() {
-            "server_no_context_takeover" | "client_no_context_takeover" => value.is_none(),
+            "server_no_context_takeover" => {
+                context = false;
+                value.is_none()
+            }
+            "client_no_context_takeover" => value.is_none(),
             // The client's own window: any is fine, since it sends with
             // no context and the server inflates with the largest window.
             "client_max_window_bits" => value.is_none_or(|v| bits(v).is_some()),
@@ -65,10 +101,10 @@ fn acceptable(offer: &str) -> bool {
             _ => false,
         };
         if !ok {
-            return false;
+            return None;
         }
     }
-    true
+    Some(Agreement { context })
 }
 
 /// A window size parameter: a decimal 8..=15 with no leading zero.
@@ -93,25 +129,84 @@ pub fn deflate(data: &[u8]) -> Option<Bytes> {
         let mut c = c.borrow_mut();
         c.reset();
         let mut out: Vec<u8> = Vec::with_capacity(data.len() / 2 + 64);
-        loop {
-            let consumed = c.total_in() as usize;
-            if out.len() == out.capacity() {
-                out.reserve(out.capacity());
-            }
-            c.compress_vec(&data[consumed..], &mut out, FlushCompress::Sync)
-                .ok()?;
-            // Done once every byte went in and the flush fitted (the
-            // output did not fill up).
-            if c.total_in() as usize == data.len() && out.len() < out.capacity() {
-                break;
-            }
-        }
-        if !out.ends_with(&TAIL) {
-            return None;
-        }
-        out.truncate(out.len() - TAIL.len());
+        deflate_all(&mut c, data, &mut out, FlushCompress::Sync).ok()?;
+        let body = out.strip_suffix(&TAIL)?.len();
+        out.truncate(body);
         (out.len() < data.len()).then(|| Bytes::from(out))
     })
+}
+
+/// A socket's deflating: its own context while it has a slot, shared
+/// bytes otherwise (see the module's doc).
+pub struct Deflater {
+    /// Whether a context may be kept (agreed, and allowed by the config).
+    context: bool,
+    budget: StreamBudget,
+    max: usize,
+    state: Option<(Compress, Slot)>,
+    /// A message went out since the last heartbeat.
+    busy: bool,
+}
+
+/// How a message goes out.
+pub enum Deflated {
+    /// Compressed (RSV1 set).
+    Compressed(Bytes),
+    /// As it is.
+    Plain,
+}
+
+impl Deflater {
+    /// A socket's deflater; `context` as agreed, contexts counted in
+    /// `budget` up to `max`.
+    pub fn new(agreed: Agreement, budget: StreamBudget, max: usize) -> Deflater {
+        Deflater {
+            context: agreed.context,
+            budget,
+            max,
+            state: None,
+            busy: false,
+        }
+    }
+
+    /// How `json` goes out; `shared` is its context-free form, computed
+    /// once per frame for every socket.
+    pub fn message(&mut self, json: &[u8], shared: impl FnOnce() -> Option<Bytes>) -> Deflated {
+        self.busy = true;
+        if self.context && self.state.is_none() {
+            self.state = self.budget.take(self.max).map(|slot| {
+                let level = Compression::new(LEVEL);
+                (
+                    Compress::new_with_window_bits(level, false, CONTEXT_WINDOW_BITS),
+                    slot,
+                )
+            });
+        }
+        if let Some((c, _)) = &mut self.state {
+            let mut out = Vec::with_capacity(json.len() / 2 + 64);
+            if deflate_all(c, json, &mut out, FlushCompress::Sync).is_ok() && out.ends_with(&TAIL) {
+                out.truncate(out.len() - TAIL.len());
+                return Deflated::Compressed(out.into());
+            }
+            // Not expected of a sync flush; a fresh start is always valid.
+            self.state = None;
+        }
+        shared().map_or(Deflated::Plain, Deflated::Compressed)
+    }
+
+    /// A heartbeat: a socket with no message since the last one gives up
+    /// its context (and its slot).
+    pub fn heartbeat(&mut self) {
+        if !self.busy {
+            self.state = None;
+        }
+        self.busy = false;
+    }
+
+    /// Whether the socket holds a context now.
+    pub fn has_context(&self) -> bool {
+        self.state.is_some()
+    }
 }
 
 /// Why a compressed message could not be read.
@@ -166,16 +261,26 @@ mod tests {
 
     #[test]
     fn offers_are_accepted_or_declined_by_their_parameters() {
+        const CONTEXT: Option<Agreement> = Some(Agreement { context: true });
+        const SHARED: Option<Agreement> = Some(Agreement { context: false });
         // What Chromium, Firefox, Python `websockets` and Node `ws` send.
-        assert!(accepts(["permessage-deflate; client_max_window_bits"]));
-        assert!(accepts(["permessage-deflate"]));
-        assert!(accepts([
-            "PerMessage-Deflate;client_max_window_bits=10; server_no_context_takeover"
-        ]));
-        assert!(accepts(["permessage-deflate; server_max_window_bits=15"]));
-        assert!(accepts([
-            "permessage-deflate; server_max_window_bits=\"15\""
-        ]));
+        assert_eq!(
+            agree(["permessage-deflate; client_max_window_bits"]),
+            CONTEXT
+        );
+        assert_eq!(agree(["permessage-deflate"]), CONTEXT);
+        assert_eq!(
+            agree(["PerMessage-Deflate;client_max_window_bits=10; server_no_context_takeover"]),
+            SHARED
+        );
+        assert_eq!(
+            agree(["permessage-deflate; server_max_window_bits=15"]),
+            CONTEXT
+        );
+        assert_eq!(
+            agree(["permessage-deflate; server_max_window_bits=\"15\""]),
+            CONTEXT
+        );
         // Declined: a smaller server window, bad or repeated or unknown
         // parameters, other extensions.
         for offer in [
@@ -190,17 +295,16 @@ mod tests {
             "x-webkit-deflate-frame",
             "",
         ] {
-            assert!(!accepts([offer]), "{offer}");
+            assert_eq!(agree([offer]), None, "{offer}");
         }
         // The first acceptable offer of several, over lines and commas.
-        assert!(accepts([
-            "permessage-deflate; server_max_window_bits=9, permessage-deflate",
-        ]));
-        assert!(accepts([
-            "foo",
-            "permessage-deflate; client_max_window_bits"
-        ]));
-        assert!(!accepts(Vec::<&str>::new()));
+        let two = "permessage-deflate; server_max_window_bits=9, permessage-deflate; server_no_context_takeover";
+        assert_eq!(agree([two]), SHARED);
+        assert_eq!(
+            agree(["foo", "permessage-deflate; client_max_window_bits"]),
+            CONTEXT
+        );
+        assert_eq!(agree(Vec::<&str>::new()), None);
     }
 
     fn json(n: usize) -> Vec<u8> {

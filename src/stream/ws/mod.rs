@@ -28,10 +28,10 @@ use crate::frame::SharedFrame;
 /// An upgraded connection's WebSocket.
 pub type Socket = WebSocketStream<WsIo<TokioIo<hyper::upgrade::Upgraded>>>;
 
-/// A socket and whether `permessage-deflate` was agreed on it.
+/// A socket, and its deflater when `permessage-deflate` was agreed.
 pub struct Conn {
     pub socket: Socket,
-    pub deflate: bool,
+    pub deflater: Option<deflate::Deflater>,
 }
 
 /// What goes out as one text message: JSON, and its deflated form.
@@ -62,10 +62,11 @@ impl WsText for SharedFrame {
     }
 }
 
-/// The message for `t` on a socket with or without `permessage-deflate`.
-pub fn message(t: &impl WsText, deflate: bool) -> Message {
-    if deflate {
-        if let Some(z) = t.deflated() {
+/// The message for `t`: deflated when the socket agreed to it and that
+/// makes it smaller (see `deflate`), as it is otherwise.
+pub fn message(t: &impl WsText, deflater: &mut Option<deflate::Deflater>) -> Message {
+    if let Some(d) = deflater {
+        if let deflate::Deflated::Compressed(z) = d.message(t.json(), || t.deflated()) {
             let mut f = Frame::message(z, OpCode::Data(Data::Text), true);
             f.header_mut().rsv1 = true;
             return Message::Frame(f);
@@ -75,6 +76,15 @@ pub fn message(t: &impl WsText, deflate: bool) -> Message {
     Message::Text(
         Utf8Bytes::try_from(t.json().clone()).unwrap_or_else(|_| Utf8Bytes::from_static("{}")),
     )
+}
+
+/// A heartbeat on a socket: a ping, and a quiet socket's deflate context
+/// given up.
+pub fn heartbeat_ping(deflater: &mut Option<deflate::Deflater>) -> Message {
+    if let Some(d) = deflater {
+        d.heartbeat();
+    }
+    Message::Ping(Bytes::new())
 }
 
 /// A close frame with `code` and a static reason.
@@ -95,7 +105,7 @@ pub async fn serve<T: WsText>(
 ) {
     metrics::gauge!("projector_subscribers", "transport" => "ws").increment(1.0);
     let _gauge = SubscriberGauge("ws");
-    let deflate = conn.deflate;
+    let mut deflater = conn.deflater;
     let (mut sink, mut incoming) = conn.socket.split();
     let mut frames = Box::pin(frames);
     let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + heartbeat, heartbeat);
@@ -120,7 +130,7 @@ pub async fn serve<T: WsText>(
             },
             f = frames.next() => match f {
                 Some(f) => {
-                    if sink.send(message(&f, deflate)).await.is_err() {
+                    if sink.send(message(&f, &mut deflater)).await.is_err() {
                         break;
                     }
                 }
@@ -130,7 +140,7 @@ pub async fn serve<T: WsText>(
                 }
             },
             _ = ping.tick() => {
-                if sink.send(Message::Ping(Bytes::new())).await.is_err() {
+                if sink.send(heartbeat_ping(&mut deflater)).await.is_err() {
                     break;
                 }
             }
