@@ -330,7 +330,7 @@ pub async fn ws(
         tally.failed.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    let io = WsIo::new(s, agreed, 1 << 26, rest);
+    let io = WsIo::new(s, agreed, 1 << 26, rest).keeping_context();
     let mut sock =
         tokio_tungstenite::WebSocketStream::from_raw_socket(io, Role::Client, None).await;
     let mut ready = false;

@@ -221,38 +221,44 @@ pub enum InflateError {
 /// Inflate one message's payload (sent with no context), refusing to
 /// produce more than `limit` bytes.
 pub fn inflate(data: &[u8], limit: usize) -> Result<Vec<u8>, InflateError> {
-    let mut input = Vec::with_capacity(data.len() + TAIL.len());
-    input.extend_from_slice(data);
-    input.extend_from_slice(&TAIL);
     INFLATE.with(|d| {
         let mut d = d.borrow_mut();
         d.reset(false);
-        let mut out: Vec<u8> = Vec::with_capacity((data.len() * 4).max(64).min(limit + 1));
-        loop {
-            let (before_in, before_out) = (d.total_in(), d.total_out());
-            let status = d
-                .decompress_vec(
-                    &input[before_in as usize..],
-                    &mut out,
-                    FlushDecompress::Sync,
-                )
-                .map_err(|_| InflateError::Invalid)?;
-            if out.len() > limit {
-                return Err(InflateError::TooBig);
-            }
-            let room = out.len() < out.capacity();
-            if status == Status::StreamEnd || (d.total_in() as usize == input.len() && room) {
-                return Ok(out);
-            }
-            if room && d.total_in() == before_in && d.total_out() == before_out {
-                // No progress with room to write: the stream is cut short.
-                return Err(InflateError::Invalid);
-            }
-            if !room {
-                out.reserve_exact(out.capacity().min(limit + 1 - out.len()).max(1));
-            }
-        }
+        inflate_in(&mut d, data, limit)
     })
+}
+
+/// Inflate one message's payload with `d`, whose window is what it
+/// inflated before (a peer that keeps a context between messages),
+/// refusing to produce more than `limit` bytes.
+pub fn inflate_in(d: &mut Decompress, data: &[u8], limit: usize) -> Result<Vec<u8>, InflateError> {
+    let mut input = Vec::with_capacity(data.len() + TAIL.len());
+    input.extend_from_slice(data);
+    input.extend_from_slice(&TAIL);
+    let start = d.total_in();
+    let mut out: Vec<u8> = Vec::with_capacity((data.len() * 4).max(64).min(limit + 1));
+    loop {
+        let (before_in, before_out) = (d.total_in(), d.total_out());
+        let used = (before_in - start) as usize;
+        let status = d
+            .decompress_vec(&input[used..], &mut out, FlushDecompress::Sync)
+            .map_err(|_| InflateError::Invalid)?;
+        if out.len() > limit {
+            return Err(InflateError::TooBig);
+        }
+        let room = out.len() < out.capacity();
+        let all_in = (d.total_in() - start) as usize == input.len();
+        if status == Status::StreamEnd || (all_in && room) {
+            return Ok(out);
+        }
+        if room && d.total_in() == before_in && d.total_out() == before_out {
+            // No progress with room to write: the stream is cut short.
+            return Err(InflateError::Invalid);
+        }
+        if !room {
+            out.reserve_exact(out.capacity().min(limit + 1 - out.len()).max(1));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -9,11 +9,12 @@ use std::io::{self, Cursor};
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
+use flate2::Decompress;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::FrameHeader;
 
-use super::deflate::{inflate, InflateError};
+use super::deflate::{inflate, inflate_in, InflateError};
 
 /// A compressed message whose first frames arrived (RFC 6455 fragments).
 struct Gathering {
@@ -26,6 +27,9 @@ struct Gathering {
 pub struct WsIo<T> {
     inner: T,
     inflating: bool,
+    /// The peer's context, for a peer that keeps one between messages (a
+    /// server, seen by a client); `None`: each message stands alone.
+    context: Option<Box<Decompress>>,
     /// Largest message (compressed or inflated) and frame accepted.
     limit: usize,
     /// Bytes read and not yet parsed into whole frames.
@@ -61,10 +65,19 @@ impl<T> WsIo<T> {
             inflating,
             limit,
             raw: already,
+            context: None,
             ready: Vec::new(),
             at: 0,
             gathering: None,
         }
+    }
+
+    /// Inflate with one window kept across messages, as a client of a
+    /// server that keeps its context must (a client of this server, such
+    /// as the load generator).
+    pub fn keeping_context(mut self) -> WsIo<T> {
+        self.context = Some(Box::new(Decompress::new(false)));
+        self
     }
 
     /// Parse every whole frame in `raw` into `ready`.
@@ -129,7 +142,11 @@ impl<T> WsIo<T> {
             self.gathering = Some(g);
             return Ok(());
         }
-        let plain = inflate(&g.payload, self.limit).map_err(|e| match e {
+        let plain = match self.context.as_deref_mut() {
+            Some(d) => inflate_in(d, &g.payload, self.limit),
+            None => inflate(&g.payload, self.limit),
+        };
+        let plain = plain.map_err(|e| match e {
             InflateError::Invalid => invalid("invalid deflate data"),
             InflateError::TooBig => invalid("message inflates past the limit"),
         })?;

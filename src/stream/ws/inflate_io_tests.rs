@@ -46,6 +46,17 @@ async fn read(
     limit: usize,
     trickle: bool,
 ) -> Vec<Result<Message, String>> {
+    read_with(bytes, trickle, |io| {
+        WsIo::new(io, inflating, limit, Vec::new())
+    })
+    .await
+}
+
+async fn read_with(
+    bytes: Vec<u8>,
+    trickle: bool,
+    wrap: impl FnOnce(tokio::io::DuplexStream) -> WsIo<tokio::io::DuplexStream>,
+) -> Vec<Result<Message, String>> {
     let (mut client, server) = tokio::io::duplex(64);
     let writer = tokio::spawn(async move {
         if trickle {
@@ -58,8 +69,7 @@ async fn read(
         client.shutdown().await.unwrap();
         client
     });
-    let io = WsIo::new(server, inflating, limit, Vec::new());
-    let mut ws = WebSocketStream::from_raw_socket(io, Role::Server, None).await;
+    let mut ws = WebSocketStream::from_raw_socket(wrap(server), Role::Server, None).await;
     let mut got = Vec::new();
     while let Some(m) = ws.next().await {
         let failed = m.is_err();
@@ -153,4 +163,37 @@ async fn bytes_read_past_the_handshake_come_first() {
         assert_eq!(m, Message::Text("early".into()));
         drop(client);
     }
+}
+
+#[tokio::test]
+async fn a_peer_that_keeps_its_context_is_read_keeping_it() {
+    // Two messages from one deflate stream: the second refers to the first.
+    let mut c = flate2::Compress::new(flate2::Compression::fast(), false);
+    let (one, two) = (subscribe(200), subscribe(201));
+    let mut bytes = Vec::new();
+    for m in [&one, &two] {
+        let mut out = Vec::with_capacity(m.len() + 64);
+        c.compress_vec(m, &mut out, flate2::FlushCompress::Sync)
+            .unwrap();
+        out.truncate(out.len() - 4);
+        frame(&mut bytes, true, true, TEXT, &out);
+    }
+    let got = read_with(bytes.clone(), true, |io| {
+        WsIo::new(io, true, 65_536, Vec::new()).keeping_context()
+    })
+    .await;
+    let texts: Vec<_> = got
+        .iter()
+        .filter_map(|m| match m {
+            Ok(Message::Text(t)) => Some(t.as_bytes().to_vec()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, vec![one, two]);
+    // Without the context, the second cannot be read.
+    let got = read(bytes, true, 65_536, false).await;
+    assert!(
+        matches!(got.last(), Some(Err(e)) if e.contains("invalid deflate")),
+        "{got:?}"
+    );
 }
