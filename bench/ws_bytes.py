@@ -7,7 +7,6 @@ permessage-deflate), read by third-party clients (urllib, Python
 
 It posts `facts` events (default 600) to a fresh session first."""
 
-import gzip
 import json
 import socket
 import sys
@@ -71,7 +70,6 @@ def http_bytes(path, gz, until=None):
     enc = "Accept-Encoding: gzip\r\n" if gz else ""
     s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n{enc}Connection: close\r\n\r\n".encode())
     raw = b""
-    dec = gzip.GzipFile if gz else None
     while True:
         d = s.recv(1 << 16)
         if not d:
@@ -80,7 +78,7 @@ def http_bytes(path, gz, until=None):
         if until is not None:
             head, _, body = raw.partition(b"\r\n\r\n")
             plain = decode_chunked(body)
-            if gz:
+            if b"content-encoding: gzip" in head.lower():
                 import zlib
                 plain = zlib.decompressobj(31).decompress(plain)
             if plain.count(b"\n\n") >= until:

@@ -103,8 +103,10 @@ pub fn projector_with(
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     // A baseline may predate compression, and the config refuses keys it
-    // does not know.
-    if baseline.is_none() {
+    // does not know. Compression for every stream, unless the environment
+    // sets the budget (as when measuring WebSocket deflate without a
+    // context: `PROJECTOR_HTTP__COMPRESSED_STREAMS_MAX=0`).
+    if baseline.is_none() && std::env::var_os("PROJECTOR_HTTP__COMPRESSED_STREAMS_MAX").is_none() {
         cmd.env("PROJECTOR_HTTP__COMPRESSED_STREAMS_MAX", "100000");
     }
     for (k, v) in extra_env {

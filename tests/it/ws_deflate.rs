@@ -307,6 +307,19 @@ async fn live_deltas_with_a_context_cost_a_fraction_of_shared_ones() {
         ctx_bytes * 3 < shared_bytes,
         "context {ctx_bytes}, shared {shared_bytes}"
     );
+    // A large frame goes out as the shared bytes on every socket; the
+    // context starts over after it, and what follows still reads back.
+    let large: String = (0..5000).map(|i| format!("{} ", i * 7919 % 1000)).collect();
+    for (k, text) in [(45, large.as_str()), (46, "word 46 "), (47, "word 47 ")] {
+        assert_eq!(srv.post("z", &delta(k, text)).await.0, 200);
+        let want = plain.text().await.unwrap();
+        let (c, s) = (ctx.text().await.unwrap(), shared.text().await.unwrap());
+        assert_eq!((&c.json, &s.json), (&want.json, &want.json));
+        if k == 45 {
+            assert!(want.json.len() > 16 * 1024);
+            assert_eq!(c.wire, s.wire);
+        }
+    }
 }
 
 #[tokio::test]
