@@ -704,6 +704,7 @@ async fn run(scale: Scale) -> Value {
         let dir = tmp.join("memory");
         let mut rows = Vec::new();
         for (name, bin) in builds() {
+            let this_build = bin.is_none();
             servers::use_build(bin);
             // A fresh server for each: memory freed by one measurement would
             // be reused by the next without showing in its RSS.
@@ -713,6 +714,16 @@ async fn run(scale: Scale) -> Value {
             let server = servers::projector("memory", &dir, &[]);
             let ws = idle_conns(&server, Transport::Ws, scale.idle_conns).await;
             drop(server);
+            // With permessage-deflate agreed (this build only: a baseline
+            // may not offer it).
+            let wsz = if this_build {
+                let server = servers::projector("memory", &dir, &[]);
+                let b = idle_conns(&server, Transport::WsDeflate, scale.idle_conns).await;
+                drop(server);
+                Some(b)
+            } else {
+                None
+            };
             let server = servers::projector("memory", &dir, &[]);
             let per_session = idle_sessions(&server, scale.idle_sessions).await;
             drop(server);
@@ -724,6 +735,12 @@ async fn run(scale: Scale) -> Value {
                 "{name:<16} per idle WebSocket ({}):      {:>8.0} bytes",
                 scale.idle_conns, ws
             );
+            if let Some(b) = wsz {
+                println!(
+                    "{name:<16} per idle WebSocket with permessage-deflate ({}): {b:>8.0} bytes",
+                    scale.idle_conns
+                );
+            }
             println!(
                 "{name:<16} per idle session of 20 events ({}, memory store): {:>8.0} bytes",
                 scale.idle_sessions, per_session
@@ -731,7 +748,8 @@ async fn run(scale: Scale) -> Value {
             rows.push(json!({
                 "server": name,
                 "idle_connections": scale.idle_conns, "sse_bytes_per_connection": sse,
-                "ws_bytes_per_connection": ws, "idle_sessions": scale.idle_sessions,
+                "ws_bytes_per_connection": ws, "ws_deflate_bytes_per_connection": wsz,
+                "idle_sessions": scale.idle_sessions,
                 "bytes_per_idle_session": per_session,
             }));
         }

@@ -333,6 +333,16 @@ async fn past_the_budget_sockets_share_and_a_quiet_socket_gives_its_context_back
         .await;
     seeded(&srv).await;
     assert_eq!(srv.post("y", &delta(1, "hi")).await.0, 200);
+    // A socket that got its snapshot and nothing more holds no context:
+    // the one slot stays free for `a` below.
+    assert_eq!(srv.post("q", &delta(1, "hi")).await.0, 200);
+    let (mut idle, _) = RawWs::open(&srv, "/v1/sessions/q/ws", Some(OFFER)).await;
+    assert!(idle
+        .text()
+        .await
+        .unwrap()
+        .json
+        .starts_with(r#"{"type":"snapshot""#));
     // `a` follows session z, `b` session y; each beside a shared socket of
     // its session, whose bytes say what a socket without a context sends.
     let (mut a, ext) = RawWs::open(&srv, "/v1/sessions/z/ws?cursor=4", Some(OFFER)).await;
@@ -341,9 +351,10 @@ async fn past_the_budget_sockets_share_and_a_quiet_socket_gives_its_context_back
     assert_eq!(ext.as_deref(), Some(CONTEXT_RESPONSE));
     let (mut za, _) = RawWs::open(&srv, "/v1/sessions/z/ws?cursor=4", Some(SHARED_OFFER)).await;
     let (mut yb, _) = RawWs::open(&srv, "/v1/sessions/y/ws?cursor=1", Some(SHARED_OFFER)).await;
-    // Two close deltas, then the wire sizes of the second: with a context
-    // it costs a fraction of the shared one.
-    async fn two(
+    // Three close deltas (a context is taken at the second), then the wire
+    // sizes of the third: with a context it costs a fraction of the shared
+    // one.
+    async fn three(
         srv: &TestServer,
         session: &str,
         k: u64,
@@ -351,7 +362,7 @@ async fn past_the_budget_sockets_share_and_a_quiet_socket_gives_its_context_back
         shared: &mut RawWs,
     ) -> (Text, Text) {
         let mut last = None;
-        for k in [k, k + 1] {
+        for k in [k, k + 1, k + 2] {
             let text = format!("a sentence that repeats itself, number {}", k % 2);
             assert_eq!(srv.post(session, &delta(k, &text)).await.0, 200);
             let (x, y) = (s.text().await.unwrap(), shared.text().await.unwrap());
@@ -361,14 +372,14 @@ async fn past_the_budget_sockets_share_and_a_quiet_socket_gives_its_context_back
         last.unwrap()
     }
     // `a` takes the one slot; `b` finds none and sends the shared bytes.
-    let (x, shared) = two(&srv, "z", 5, &mut a, &mut za).await;
+    let (x, shared) = three(&srv, "z", 5, &mut a, &mut za).await;
     assert!(
         x.wire.len() * 2 < shared.wire.len(),
         "a has a context: {} vs {}",
         x.wire.len(),
         shared.wire.len()
     );
-    let (x, shared) = two(&srv, "y", 2, &mut b, &mut yb).await;
+    let (x, shared) = three(&srv, "y", 2, &mut b, &mut yb).await;
     assert_eq!(x.wire, shared.wire, "b shares");
     // `a` goes quiet: after two heartbeats with no message, its context and
     // its slot are given back, and `b` takes the slot.
@@ -379,14 +390,14 @@ async fn past_the_budget_sockets_share_and_a_quiet_socket_gives_its_context_back
             other => panic!("{other:?}"),
         }
     }
-    let (x, shared) = two(&srv, "y", 4, &mut b, &mut yb).await;
+    let (x, shared) = three(&srv, "y", 5, &mut b, &mut yb).await;
     assert!(
         x.wire.len() * 2 < shared.wire.len(),
         "b took the context: {} vs {}",
         x.wire.len(),
         shared.wire.len()
     );
-    let (x, shared) = two(&srv, "z", 7, &mut a, &mut za).await;
+    let (x, shared) = three(&srv, "z", 8, &mut a, &mut za).await;
     assert_eq!(x.wire, shared.wire, "a shares now");
 }
 

@@ -3,9 +3,10 @@
 //!
 //! - **with a context** of its own (the previous messages are the LZ77
 //!   window, as on a gzipped SSE stream): the fewest bytes, one deflate per
-//!   message and socket. The context lives while the socket is busy (a
-//!   heartbeat with no message since the last one drops it) and only while
-//!   a slot of `http.compressed_streams_max` is free;
+//!   message and socket. A context is taken at a socket's second message
+//!   between two heartbeats (so an idle socket that got one snapshot holds
+//!   none), while a slot of `http.compressed_streams_max` is free, and is
+//!   dropped at a heartbeat with no message since the last one;
 //! - **shared**, without a context: a frame is deflated once, by the first
 //!   socket it goes to, and every socket sends the same bytes. Used when the
 //!   client asked for `server_no_context_takeover` or no slot is free.
@@ -182,7 +183,7 @@ impl Deflater {
     /// How `json` goes out; `shared` is its context-free form, computed
     /// once per frame for every socket.
     pub fn message(&mut self, json: &[u8], shared: impl FnOnce() -> Option<Bytes>) -> Deflated {
-        self.busy = true;
+        let was_busy = std::mem::replace(&mut self.busy, true);
         if json.len() >= LARGE {
             if let Some((c, _)) = &mut self.state {
                 // What follows must not refer to bytes the client's window
@@ -191,7 +192,9 @@ impl Deflater {
             }
             return shared().map_or(Deflated::Plain, Deflated::Compressed);
         }
-        if self.context && self.state.is_none() {
+        // A context is taken by a socket that is busy: not for the one
+        // message (a snapshot) an idle socket gets.
+        if self.context && self.state.is_none() && was_busy {
             self.state = self.budget.take(self.max).map(|slot| {
                 let level = Compression::new(CONTEXT_LEVEL);
                 (
@@ -219,11 +222,6 @@ impl Deflater {
             self.state = None;
         }
         self.busy = false;
-    }
-
-    /// Whether the socket holds a context now.
-    pub fn has_context(&self) -> bool {
-        self.state.is_some()
     }
 }
 

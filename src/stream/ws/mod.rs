@@ -3,8 +3,8 @@
 //! close are ignored: the socket is a read-only feed. Incoming messages are
 //! read before every frame sent, so that a client's Close is answered (and
 //! ends the sending) even in the middle of a replay. With
-//! `permessage-deflate` agreed, a message goes out deflated when that makes
-//! it smaller; a frame is deflated once for every socket (see `deflate`).
+//! `permessage-deflate` agreed, messages go out deflated, with the socket's
+//! own context or as the frame's shared bytes (see `deflate`).
 
 pub mod deflate;
 pub mod inflate_io;
@@ -38,8 +38,8 @@ pub struct Conn {
 pub trait WsText: Send + 'static {
     /// The message's JSON.
     fn json(&self) -> &Bytes;
-    /// The JSON deflated for `permessage-deflate`, `None` when deflating
-    /// does not make it smaller.
+    /// The JSON deflated with no context (the shared bytes), `None` when
+    /// deflating does not make it smaller.
     fn deflated(&self) -> Option<Bytes> {
         deflate::deflate(self.json())
     }
