@@ -26,8 +26,8 @@ fn main() {
         let t = Instant::now();
         let mut size = 0;
         for _ in 0..n {
-            size = agent_projector::stream::ws::deflate::deflate(&data)
-                .map_or(data.len(), |b| b.len());
+            size =
+                agent_projector::stream::ws::deflate::shared(&data).map_or(data.len(), |b| b.len());
         }
         let us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
         println!(

@@ -127,24 +127,37 @@ fn bits(v: &str) -> Option<u8> {
 }
 
 thread_local! {
-    static DEFLATE: RefCell<Compress> =
-        RefCell::new(Compress::new_with_window_bits(Compression::new(SHARED_LEVEL), false, WINDOW_BITS));
+    static SHARED: RefCell<Compress> = RefCell::new(compressor(SHARED_LEVEL));
+    static SINGLE: RefCell<Compress> = RefCell::new(compressor(CONTEXT_LEVEL));
     static INFLATE: RefCell<Decompress> = RefCell::new(Decompress::new(false));
 }
 
-/// One message's payload deflated with no context, without the sync
+fn compressor(level: u32) -> Compress {
+    Compress::new_with_window_bits(Compression::new(level), false, WINDOW_BITS)
+}
+
+/// A frame's shared bytes: its payload deflated with no context (at the
+/// shared level, since it is done once for every socket), without the sync
 /// flush's tail; `None` when that would not be smaller than `data` (the
 /// message then goes out as it is, which the extension allows per message).
-pub fn deflate(data: &[u8]) -> Option<Bytes> {
-    DEFLATE.with(|c| {
-        let mut c = c.borrow_mut();
-        c.reset();
-        let mut out: Vec<u8> = Vec::with_capacity(data.len() / 2 + 64);
-        deflate_all(&mut c, data, &mut out, FlushCompress::Sync).ok()?;
-        let body = out.strip_suffix(&TAIL)?.len();
-        out.truncate(body);
-        (out.len() < data.len()).then(|| Bytes::from(out))
-    })
+pub fn shared(data: &[u8]) -> Option<Bytes> {
+    SHARED.with(|c| alone(&mut c.borrow_mut(), data))
+}
+
+/// The same for a message of one socket (a multiplexed socket's, which
+/// carries its own `sessionId`): at the context level, since it is done
+/// per delivery.
+pub fn single(data: &[u8]) -> Option<Bytes> {
+    SINGLE.with(|c| alone(&mut c.borrow_mut(), data))
+}
+
+fn alone(c: &mut Compress, data: &[u8]) -> Option<Bytes> {
+    c.reset();
+    let mut out: Vec<u8> = Vec::with_capacity(data.len() / 2 + 64);
+    deflate_all(c, data, &mut out, FlushCompress::Sync).ok()?;
+    let body = out.strip_suffix(&TAIL)?.len();
+    out.truncate(body);
+    (out.len() < data.len()).then(|| Bytes::from(out))
 }
 
 /// A socket's deflating: its own context while it has a slot, shared
@@ -355,17 +368,18 @@ mod tests {
     fn a_message_deflates_without_context_and_inflates_back() {
         for n in [1, 10, 1_000, 20_000] {
             let data = json(n);
-            let z = deflate(&data).expect("JSON compresses");
+            let z = shared(&data).expect("JSON compresses");
             assert!(z.len() < data.len());
             assert!(!z.ends_with(&TAIL));
             assert_eq!(reference_inflate(&z), data, "n={n}");
             assert_eq!(inflate(&z, data.len()).unwrap(), data);
             // No context: the same bytes every time.
-            assert_eq!(deflate(&data).unwrap(), z);
+            assert_eq!(shared(&data).unwrap(), z);
+            assert_eq!(reference_inflate(&single(&data).unwrap()), data);
         }
         // Too small to gain: sent as it is.
-        assert_eq!(deflate(b"{}"), None);
-        assert_eq!(deflate(b""), None);
+        assert_eq!(shared(b"{}"), None);
+        assert_eq!(single(b""), None);
     }
 
     #[test]
@@ -390,7 +404,7 @@ mod tests {
             Err(InflateError::Invalid)
         );
         let zeros = vec![b'0'; 1_000_000];
-        let z = deflate(&zeros).unwrap();
+        let z = shared(&zeros).unwrap();
         assert!(z.len() < zeros.len() / 100, "{}", z.len());
         assert_eq!(inflate(&z, 65_536), Err(InflateError::TooBig));
         assert_eq!(inflate(&z, 1_000_000).unwrap().len(), 1_000_000);

@@ -10,7 +10,7 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::WebSocketStream;
 
-use super::deflate::deflate;
+use super::deflate::shared as deflate;
 use super::inflate_io::WsIo;
 
 /// A client frame: masked with a real key, as a browser sends it.

@@ -41,7 +41,7 @@ pub trait WsText: Send + 'static {
     /// The JSON deflated with no context (the shared bytes), `None` when
     /// deflating does not make it smaller.
     fn deflated(&self) -> Option<Bytes> {
-        deflate::deflate(self.json())
+        deflate::single(self.json())
     }
 }
 
@@ -58,7 +58,7 @@ impl WsText for SharedFrame {
 
     /// Deflated once, on its first compressed socket, and shared.
     fn deflated(&self) -> Option<Bytes> {
-        self.ws_deflated(deflate::deflate)
+        self.ws_deflated(deflate::shared)
     }
 }
 
