@@ -116,11 +116,11 @@ impl WsUpgrade {
         let limit = st.cfg.limits.ws_max_message_bytes;
         let agreed = self.deflate.filter(|_| st.cfg.http.ws_deflate);
         let deflater = agreed.map(|a| {
-            Deflater::new(
+            Box::new(Deflater::new(
                 a,
                 st.compressed_streams.clone(),
                 st.cfg.http.compressed_streams_max,
-            )
+            ))
         });
         // Clients have nothing large to send: subscriptions at most.
         // tungstenite's 128 KiB read and write buffers per socket would be

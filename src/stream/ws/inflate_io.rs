@@ -24,12 +24,18 @@ struct Gathering {
 }
 
 /// A WebSocket byte stream whose compressed messages are inflated on read.
+/// A socket without the extension carries no state (a pass-through).
 pub struct WsIo<T> {
     inner: T,
+    state: Option<Box<State>>,
+}
+
+/// What a socket that inflates (or has bytes from its handshake) keeps.
+struct State {
     inflating: bool,
     /// The peer's context, for a peer that keeps one between messages (a
     /// server, seen by a client); `None`: each message stands alone.
-    context: Option<Box<Decompress>>,
+    context: Option<Decompress>,
     /// Largest message (compressed or inflated) and frame accepted.
     limit: usize,
     /// Bytes read and not yet parsed into whole frames.
@@ -60,26 +66,32 @@ impl<T> WsIo<T> {
     /// inflated, each up to `limit` bytes. `already` are bytes read past
     /// the handshake.
     pub fn new(inner: T, inflating: bool, limit: usize, already: Vec<u8>) -> WsIo<T> {
-        WsIo {
-            inner,
-            inflating,
-            limit,
-            raw: already,
-            context: None,
-            ready: Vec::new(),
-            at: 0,
-            gathering: None,
-        }
+        let state = (inflating || !already.is_empty()).then(|| {
+            Box::new(State {
+                inflating,
+                context: None,
+                limit,
+                raw: already,
+                ready: Vec::new(),
+                at: 0,
+                gathering: None,
+            })
+        });
+        WsIo { inner, state }
     }
 
     /// Inflate with one window kept across messages, as a client of a
     /// server that keeps its context must (a client of this server, such
     /// as the load generator).
     pub fn keeping_context(mut self) -> WsIo<T> {
-        self.context = Some(Box::new(Decompress::new(false)));
+        if let Some(st) = self.state.as_deref_mut() {
+            st.context = Some(Decompress::new(false));
+        }
         self
     }
+}
 
+impl State {
     /// Parse every whole frame in `raw` into `ready`.
     fn parse(&mut self) -> io::Result<()> {
         let mut pos = 0;
@@ -142,7 +154,7 @@ impl<T> WsIo<T> {
             self.gathering = Some(g);
             return Ok(());
         }
-        let plain = match self.context.as_deref_mut() {
+        let plain = match self.context.as_mut() {
             Some(d) => inflate_in(d, &g.payload, self.limit),
             None => inflate(&g.payload, self.limit),
         };
@@ -175,30 +187,34 @@ impl<T: AsyncRead + Unpin> AsyncRead for WsIo<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if !this.inflating && this.raw.is_empty() {
+        let Some(st) = this.state.as_deref_mut() else {
             return Pin::new(&mut this.inner).poll_read(cx, buf);
-        }
+        };
         loop {
-            if this.at < this.ready.len() {
-                let n = buf.remaining().min(this.ready.len() - this.at);
-                buf.put_slice(&this.ready[this.at..this.at + n]);
-                this.at += n;
-                if this.at == this.ready.len() {
-                    this.at = 0;
-                    this.ready.clear();
-                    if this.ready.capacity() > KEEP {
-                        this.ready = Vec::new();
+            if st.at < st.ready.len() {
+                let n = buf.remaining().min(st.ready.len() - st.at);
+                buf.put_slice(&st.ready[st.at..st.at + n]);
+                st.at += n;
+                if st.at == st.ready.len() {
+                    st.at = 0;
+                    st.ready.clear();
+                    if st.ready.capacity() > KEEP {
+                        st.ready = Vec::new();
+                    }
+                    if !st.inflating {
+                        // The handshake's bytes are handed over: from
+                        // now on, a pass-through.
+                        this.state = None;
                     }
                 }
                 return Poll::Ready(Ok(()));
             }
-            if !this.inflating {
-                // Off, with bytes from the handshake: hand them over.
-                this.ready = std::mem::take(&mut this.raw);
+            if !st.inflating {
+                st.ready = std::mem::take(&mut st.raw);
                 continue;
             }
-            this.parse()?;
-            if !this.ready.is_empty() {
+            st.parse()?;
+            if !st.ready.is_empty() {
                 continue;
             }
             let mut chunk = [0u8; 4096];
@@ -208,7 +224,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for WsIo<T> {
                 // The peer closed; a partial frame is left for nobody.
                 return Poll::Ready(Ok(()));
             }
-            this.raw.extend_from_slice(rb.filled());
+            st.raw.extend_from_slice(rb.filled());
         }
     }
 }

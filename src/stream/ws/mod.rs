@@ -31,7 +31,7 @@ pub type Socket = WebSocketStream<WsIo<TokioIo<hyper::upgrade::Upgraded>>>;
 /// A socket, and its deflater when `permessage-deflate` was agreed.
 pub struct Conn {
     pub socket: Socket,
-    pub deflater: Option<deflate::Deflater>,
+    pub deflater: Option<Box<deflate::Deflater>>,
 }
 
 /// What goes out as one text message: JSON, and its deflated form.
@@ -64,7 +64,7 @@ impl WsText for SharedFrame {
 
 /// The message for `t`: deflated when the socket agreed to it and that
 /// makes it smaller (see `deflate`), as it is otherwise.
-pub fn message(t: &impl WsText, deflater: &mut Option<deflate::Deflater>) -> Message {
+pub fn message(t: &impl WsText, deflater: &mut Option<Box<deflate::Deflater>>) -> Message {
     if let Some(d) = deflater {
         if let deflate::Deflated::Compressed(z) = d.message(t.json(), || t.deflated()) {
             let mut f = Frame::message(z, OpCode::Data(Data::Text), true);
@@ -80,7 +80,7 @@ pub fn message(t: &impl WsText, deflater: &mut Option<deflate::Deflater>) -> Mes
 
 /// A heartbeat on a socket: a ping, and a quiet socket's deflate context
 /// given up.
-pub fn heartbeat_ping(deflater: &mut Option<deflate::Deflater>) -> Message {
+pub fn heartbeat_ping(deflater: &mut Option<Box<deflate::Deflater>>) -> Message {
     if let Some(d) = deflater {
         d.heartbeat();
     }
