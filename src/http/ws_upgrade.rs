@@ -19,7 +19,7 @@ use tokio_tungstenite::WebSocketStream;
 use super::AppState;
 use crate::error::Problem;
 use crate::stream::ws::deflate::{self, Deflater};
-use crate::stream::ws::{inflate_io::WsIo, Conn};
+use crate::stream::ws::{inflate_io::WsIo, Conn, WRITE_BUFFER};
 
 /// A valid handshake, not yet answered.
 pub struct WsUpgrade {
@@ -124,13 +124,13 @@ impl WsUpgrade {
         });
         // Clients have nothing large to send: subscriptions at most.
         // tungstenite's 128 KiB read and write buffers per socket would be
-        // most of an idle connection's memory; frames are small and the
-        // socket is flushed per message.
+        // most of an idle connection's memory; frames are small, and the
+        // frames ready together are flushed together.
         let config = WebSocketConfig::default()
             .max_message_size(Some(limit))
             .max_frame_size(Some(limit))
             .read_buffer_size(4096)
-            .write_buffer_size(0);
+            .write_buffer_size(WRITE_BUFFER);
         let on_upgrade = self.on_upgrade;
         tokio::spawn(async move {
             let Ok(upgraded) = on_upgrade.await else {

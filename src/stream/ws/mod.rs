@@ -9,6 +9,8 @@
 pub mod deflate;
 pub mod inflate_io;
 
+use std::future::poll_fn;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -24,6 +26,15 @@ use tokio_util::sync::CancellationToken;
 use self::inflate_io::WsIo;
 use super::sse::SubscriberGauge;
 use crate::frame::SharedFrame;
+
+/// Most messages written together (one write when the socket's buffer
+/// holds them: see `WRITE_BUFFER`).
+const COALESCE: usize = 64;
+
+/// Bytes of messages gathered before tungstenite writes them out; a burst
+/// of small frames goes out in one write, and an idle socket holds no more
+/// than its largest message.
+pub const WRITE_BUFFER: usize = 16 * 1024;
 
 /// An upgraded connection's WebSocket.
 pub type Socket = WebSocketStream<WsIo<TokioIo<hyper::upgrade::Upgraded>>>;
@@ -130,7 +141,29 @@ pub async fn serve<T: WsText>(
             },
             f = frames.next() => match f {
                 Some(f) => {
-                    if sink.send(message(&f, &mut deflater)).await.is_err() {
+                    // Every frame ready now goes out in one write.
+                    let mut ended = false;
+                    let mut ok = sink.feed(message(&f, &mut deflater)).await.is_ok();
+                    for _ in 1..COALESCE {
+                        if !ok {
+                            break;
+                        }
+                        match poll_fn(|cx| Poll::Ready(frames.as_mut().poll_next(cx))).await {
+                            Poll::Ready(Some(f)) => {
+                                ok = sink.feed(message(&f, &mut deflater)).await.is_ok();
+                            }
+                            Poll::Ready(None) => {
+                                ended = true;
+                                break;
+                            }
+                            Poll::Pending => break,
+                        }
+                    }
+                    if !ok || sink.flush().await.is_err() {
+                        break;
+                    }
+                    if ended {
+                        let _ = sink.send(close(1001, "stream ended")).await;
                         break;
                     }
                 }
