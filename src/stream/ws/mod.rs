@@ -1,5 +1,6 @@
-//! WebSocket transport: each frame's JSON as one text message, pings as
-//! heartbeats, a close frame (1001) on shutdown. Client messages other than
+//! WebSocket transport: each frame's JSON as one text message (the frames
+//! ready together written together), pings as heartbeats, a close frame
+//! (1001) on shutdown. Client messages other than
 //! close are ignored: the socket is a read-only feed. Incoming messages are
 //! read before every frame sent, so that a client's Close is answered (and
 //! ends the sending) even in the middle of a replay. With
