@@ -14,17 +14,14 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
-use flate2::{Compress, Compression, FlushCompress};
+use flate2::{Compress, FlushCompress};
 use futures_util::Stream;
 
 use super::AppState;
-use crate::stream::compress::{deflate_all, Slot};
+use crate::stream::compress::{deflate_all, stream_compressor, Slot};
 
 /// The gzip member header: deflate, no name, no mtime, unknown OS.
 const GZIP_HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
-/// An 8 KiB window: frames are small, and the deflate state stays at about
-/// 270 KiB instead of 380 KiB with the full window.
-const WINDOW_BITS: u8 = 13;
 
 /// True if the client accepts gzip (`gzip`, `x-gzip` or `*`, not `q=0`).
 pub(crate) fn accepts_gzip(headers: &HeaderMap) -> bool {
@@ -148,9 +145,7 @@ impl<S> GzipStream<S> {
     }
 
     fn deflater(&mut self) -> &mut Compress {
-        self.deflate.get_or_insert_with(|| {
-            Compress::new_with_window_bits(Compression::fast(), false, WINDOW_BITS)
-        })
+        self.deflate.get_or_insert_with(stream_compressor)
     }
 }
 

@@ -21,20 +21,16 @@ use std::cell::RefCell;
 use bytes::Bytes;
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 
-use crate::stream::compress::{deflate_all, Slot, StreamBudget};
+use crate::stream::compress::{deflate_all, stream_compressor, Slot, StreamBudget};
 
 /// The window shared deflates use (2^15 bytes, deflate's largest). An offer
 /// that limits it (`server_max_window_bits` below 15) is declined.
 const WINDOW_BITS: u8 = 15;
 
-/// A socket's own context keeps an 8 KiB window, as gzipped SSE streams do:
-/// frames are small, and the state stays at about 270 KiB.
-const CONTEXT_WINDOW_BITS: u8 = 13;
-
-/// A socket's own context deflates at zlib-rs level 1: most of the gain of
-/// deflate for JSON at a fraction of the CPU of the default level, paid per
-/// delivery (see docs/BENCHMARKS.md).
-const CONTEXT_LEVEL: u32 = 1;
+/// A message of one socket alone (a multiplexed socket's) deflates at
+/// level 1, like a stream's own context (`stream_compressor`): it is paid
+/// per delivery (see docs/BENCHMARKS.md).
+const SINGLE_LEVEL: u32 = 1;
 
 /// Shared bytes are made once per frame for every socket: level 6, about
 /// 30% fewer bytes than level 1 on a snapshot, for 5x its CPU once.
@@ -128,7 +124,7 @@ fn bits(v: &str) -> Option<u8> {
 
 thread_local! {
     static SHARED: RefCell<Compress> = RefCell::new(compressor(SHARED_LEVEL));
-    static SINGLE: RefCell<Compress> = RefCell::new(compressor(CONTEXT_LEVEL));
+    static SINGLE: RefCell<Compress> = RefCell::new(compressor(SINGLE_LEVEL));
     static INFLATE: RefCell<Decompress> = RefCell::new(Decompress::new(false));
 }
 
@@ -153,11 +149,17 @@ pub fn single(data: &[u8]) -> Option<Bytes> {
 
 fn alone(c: &mut Compress, data: &[u8]) -> Option<Bytes> {
     c.reset();
+    let out = message(c, data)?;
+    (out.len() < data.len()).then(|| Bytes::from(out))
+}
+
+/// `data` through `c` as one message: a sync flush, without its tail.
+fn message(c: &mut Compress, data: &[u8]) -> Option<Vec<u8>> {
     let mut out: Vec<u8> = Vec::with_capacity(data.len() / 2 + 64);
     deflate_all(c, data, &mut out, FlushCompress::Sync).ok()?;
     let body = out.strip_suffix(&TAIL)?.len();
     out.truncate(body);
-    (out.len() < data.len()).then(|| Bytes::from(out))
+    Some(out)
 }
 
 /// A socket's deflating: its own context while it has a slot, shared
@@ -208,18 +210,13 @@ impl Deflater {
         // A context is taken by a socket that is busy: not for the one
         // message (a snapshot) an idle socket gets.
         if self.context && self.state.is_none() && was_busy {
-            self.state = self.budget.take(self.max).map(|slot| {
-                let level = Compression::new(CONTEXT_LEVEL);
-                (
-                    Compress::new_with_window_bits(level, false, CONTEXT_WINDOW_BITS),
-                    slot,
-                )
-            });
+            self.state = self
+                .budget
+                .take(self.max)
+                .map(|slot| (stream_compressor(), slot));
         }
         if let Some((c, _)) = &mut self.state {
-            let mut out = Vec::with_capacity(json.len() / 2 + 64);
-            if deflate_all(c, json, &mut out, FlushCompress::Sync).is_ok() && out.ends_with(&TAIL) {
-                out.truncate(out.len() - TAIL.len());
+            if let Some(out) = message(c, json) {
                 return Deflated::Compressed(out.into());
             }
             // Not expected of a sync flush; a fresh start is always valid.
