@@ -11,7 +11,8 @@
 //!
 //! Knobs: `LOAD_SECTIONS`, `LOAD_ANCHOR=0`, `LOAD_FANOUT` (scenarios as
 //! `transport:sessions:subscribers:rate,...`; transports `sse`, `gzip`, `ws`,
-//! `wsz` for WebSocket with `permessage-deflate`), `LOAD_PROJECTOR_BIN` (another
+//! `wsz` for WebSocket with `permessage-deflate`, `wsm` for one multiplexed
+//! WebSocket per subscriber following every session), `LOAD_PROJECTOR_BIN` (another
 //! build), `LOAD_BASELINE_BIN` (another build, run as "before" next to this
 //! one in the fan-out and memory sections), `LOAD_GEN_THREADS`, `LOAD_BREAKDOWN=1` (the server's own ingest
 //! and delivery histograms per scenario), `LOAD_FLOOR=task,shard` (the same
@@ -51,6 +52,16 @@ enum Transport {
     /// One SSE connection per viewer following every session
     /// (`GET /v1/streams?sessions=...`).
     Mux,
+    /// One WebSocket per viewer following every session
+    /// (`GET /v1/streams/ws?sessions=...`).
+    WsMux,
+}
+
+impl Transport {
+    /// One connection per viewer, following every session.
+    fn multiplexed(self) -> bool {
+        matches!(self, Transport::Mux | Transport::WsMux)
+    }
 }
 
 struct Fanout {
@@ -117,6 +128,16 @@ fn subscribe(
             stop,
             transport == Transport::WsDeflate,
         )),
+        Transport::WsMux => tokio::spawn(clients::ws(
+            server.addr,
+            format!("/v1/streams/ws?sessions={session}"),
+            tally,
+            expected as u64,
+            sample,
+            base,
+            stop,
+            false,
+        )),
     }
 }
 
@@ -141,7 +162,7 @@ async fn fanout(
     let names: Vec<String> = (0..sessions).map(|s| format!("fan-{run_id}-{s}")).collect();
     // Many sessions on one connection: `per_session` viewers, each one
     // connection following all of them.
-    let total = if transport == Transport::Mux {
+    let total = if transport.multiplexed() {
         per_session
     } else {
         total
@@ -151,7 +172,7 @@ async fn fanout(
     let cpu0 = server.cpu_secs();
     let gen0 = servers::cpu_secs("self");
     for i in 0..total {
-        let session = if transport == Transport::Mux {
+        let session = if transport.multiplexed() {
             all.clone()
         } else {
             names[i % sessions].clone()
@@ -231,6 +252,7 @@ async fn fanout(
                 Transport::Ws => "WS",
                 Transport::WsDeflate => "WS-deflate",
                 Transport::Mux => "SSE-mux",
+                Transport::WsMux => "WS-mux",
             },
             sessions,
             per_session,
@@ -615,6 +637,7 @@ async fn run(scale: Scale) -> Value {
                     let t = match *p.first()? {
                         "ws" => Transport::Ws,
                         "wsz" => Transport::WsDeflate,
+                        "wsm" => Transport::WsMux,
                         "gzip" => Transport::SseGzip,
                         _ => Transport::Sse,
                     };
@@ -656,7 +679,7 @@ async fn run(scale: Scale) -> Value {
     drop(anchor);
 
     if section("mux") {
-        println!("== many sessions: one multiplexed SSE connection per viewer against one connection per session");
+        println!("== many sessions: one multiplexed SSE or WebSocket connection per viewer against one SSE connection per session");
         println!(
             "{:<28} {:>6} {:>9} {:>11} {:>12} {:>6} {:>8} {:>8} {:>12}",
             "scenario",
@@ -679,7 +702,7 @@ async fn run(scale: Scale) -> Value {
         let ours = servers::projector("memory", &dir, &[]);
         let mut rows = Vec::new();
         for &(sessions, viewers, rate) in &runs {
-            for t in [Transport::Sse, Transport::Mux] {
+            for t in [Transport::Sse, Transport::Mux, Transport::WsMux] {
                 let f = fanout(&ours, t, sessions, viewers, rate * sessions as u64, scale).await;
                 println!(
                     "{:<28} {:>6} {:>9} {:>11} {:>12.0} {:>6.3} {:>8.2} {:>8.2} {:>12.2}",

@@ -1,8 +1,9 @@
 //! The multiplexed WebSocket (`GET /v1/streams/ws`): the client sends
 //! `subscribe` / `unsubscribe` messages, the server sends each subscribed
 //! session's frames with `sessionId`, and `subscribed`, `unsubscribed` and
-//! `error` messages. Whether a subscription is allowed (auth, limits, the
-//! cursor) is the caller's [`Admit`]; this loop only keeps the set.
+//! `error` messages. The frames ready together, of any session, go out in
+//! one write. Whether a subscription is allowed (auth, limits, the cursor)
+//! is the caller's [`Admit`]; this loop only keeps the set.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -145,10 +146,16 @@ pub async fn serve(
                 }
                 Some(Ok(_)) => {}
             },
-            Some((id, f)) = map.next(), if !map.is_empty() => {
-                let Some(m) = members.get(&id) else { continue };
-                f.born.delivered();
-                if sink.send(ws::message(&m.json(&f), &mut deflater)).await.is_err() {
+            Some(first) = map.next(), if !map.is_empty() => {
+                // Every frame ready now, of any session, goes out in one write.
+                let written = ws::write_ready(&mut sink, first, &mut map, |(id, f)| {
+                    let m = members.get(&id)?;
+                    f.born.delivered();
+                    Some(ws::message(&m.json(&f), &mut deflater))
+                });
+                // `map` holds no ended stream (`StreamMap` drops them): it
+                // ends only when empty, which the check below handles.
+                if written.await.is_err() {
                     break;
                 }
             }

@@ -15,7 +15,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::{SinkExt, Stream, StreamExt};
+use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use hyper_util::rt::TokioIo;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{CloseCode, Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::Frame;
@@ -99,6 +99,47 @@ pub fn heartbeat_ping(deflater: &mut Option<Box<deflate::Deflater>>) -> Message 
     Message::Ping(Bytes::new())
 }
 
+/// Whether the frames went on after [`write_ready`].
+pub enum Ready {
+    /// None left ready for now.
+    More,
+    /// The stream of frames ended.
+    Ended,
+}
+
+/// Write `first` and every frame `frames` has ready with it (up to
+/// `COALESCE`) in one write: each is fed to the sink (which gathers them up
+/// to `WRITE_BUFFER`), then the sink is flushed once. `to_message` makes a
+/// frame's message (`None`: nothing to send for it). `Err` when the socket
+/// failed.
+pub async fn write_ready<S: Stream + Unpin, W: Sink<Message> + Unpin>(
+    sink: &mut W,
+    first: S::Item,
+    frames: &mut S,
+    mut to_message: impl FnMut(S::Item) -> Option<Message>,
+) -> Result<Ready, ()> {
+    let mut ready = Ready::More;
+    let mut f = first;
+    for n in 1..=COALESCE {
+        if let Some(m) = to_message(f) {
+            sink.feed(m).await.map_err(|_| ())?;
+        }
+        if n == COALESCE {
+            break;
+        }
+        match poll_fn(|cx| Poll::Ready(frames.poll_next_unpin(cx))).await {
+            Poll::Ready(Some(next)) => f = next,
+            Poll::Ready(None) => {
+                ready = Ready::Ended;
+                break;
+            }
+            Poll::Pending => break,
+        }
+    }
+    sink.flush().await.map_err(|_| ())?;
+    Ok(ready)
+}
+
 /// A close frame with `code` and a static reason.
 pub fn close(code: u16, reason: &'static str) -> Message {
     Message::Close(Some(CloseFrame {
@@ -142,30 +183,16 @@ pub async fn serve<T: WsText>(
             },
             f = frames.next() => match f {
                 Some(f) => {
-                    // Every frame ready now goes out in one write.
-                    let mut ended = false;
-                    let mut ok = sink.feed(message(&f, &mut deflater)).await.is_ok();
-                    for _ in 1..COALESCE {
-                        if !ok {
+                    let written = write_ready(&mut sink, f, &mut frames, |f| {
+                        Some(message(&f, &mut deflater))
+                    });
+                    match written.await {
+                        Ok(Ready::More) => {}
+                        Ok(Ready::Ended) => {
+                            let _ = sink.send(close(1001, "stream ended")).await;
                             break;
                         }
-                        match poll_fn(|cx| Poll::Ready(frames.as_mut().poll_next(cx))).await {
-                            Poll::Ready(Some(f)) => {
-                                ok = sink.feed(message(&f, &mut deflater)).await.is_ok();
-                            }
-                            Poll::Ready(None) => {
-                                ended = true;
-                                break;
-                            }
-                            Poll::Pending => break,
-                        }
-                    }
-                    if !ok || sink.flush().await.is_err() {
-                        break;
-                    }
-                    if ended {
-                        let _ = sink.send(close(1001, "stream ended")).await;
-                        break;
+                        Err(()) => break,
                     }
                 }
                 None => {
@@ -185,3 +212,7 @@ pub async fn serve<T: WsText>(
 #[cfg(test)]
 #[path = "inflate_io_tests.rs"]
 mod inflate_io_tests;
+
+#[cfg(test)]
+#[path = "write_ready_tests.rs"]
+mod write_ready_tests;
