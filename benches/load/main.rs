@@ -670,8 +670,9 @@ async fn run(scale: Scale) -> Value {
             }
         }
         if let Some(a) = &anchor {
-            // The anchor has no WebSocket; see docs/BENCHMARKS.md on 10,000.
-            let keep = |t, per| t != Transport::Ws && per <= 1000;
+            // The anchor has no WebSocket and no multiplexed stream; see
+            // docs/BENCHMARKS.md on 10,000.
+            let keep = |t, per| matches!(t, Transport::Sse | Transport::SseGzip) && per <= 1000;
             fan_rows.extend(scenarios(a, "anchor", &runs, scale, keep).await);
         }
         report["fanout"] = json!(fan_rows);
