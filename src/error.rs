@@ -53,6 +53,10 @@ pub struct Problem {
     /// Send `WWW-Authenticate: Bearer` (401s).
     #[serde(skip)]
     pub www_authenticate: bool,
+    /// Send `Sec-WebSocket-Version: 13` (426 to a WebSocket handshake of
+    /// another version, RFC 6455 section 4.4).
+    #[serde(skip)]
+    pub websocket_version: bool,
 }
 
 impl Problem {
@@ -73,6 +77,7 @@ impl Problem {
             errors: None,
             retry_after: None,
             www_authenticate: false,
+            websocket_version: false,
         }
     }
 
@@ -184,6 +189,12 @@ impl IntoResponse for Problem {
         if let Some(secs) = self.retry_after {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if self.websocket_version {
+            resp.headers_mut().insert(
+                header::SEC_WEBSOCKET_VERSION,
+                HeaderValue::from_static("13"),
+            );
         }
         resp
     }

@@ -94,6 +94,7 @@ fn events(
         (status = 200, description = "An endless `text/event-stream`: `event: snapshot` (`{type, cursor, epoch, sessions: [SessionEntry]}`) first on a connection without a cursor, then `event: session` (`{type: created|updated|deleted, cursor, session: SessionEntry}`) per change; `reset` (`{type, reason}`) then a fresh snapshot when the cursor cannot be resumed; ids are `<epoch>:<cursor>` of the index", content_type = "text/event-stream", body = String),
         (status = 101, description = "With a WebSocket handshake: switching to WebSocket, each text message one index event as on SSE"),
         (status = 400, description = "Invalid cursor", body = Problem, content_type = "application/problem+json"),
+        (status = 426, description = "A WebSocket handshake of a version other than 13 (the response has `Sec-WebSocket-Version: 13`), or a connection that cannot be upgraded", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all)]

@@ -262,6 +262,7 @@ impl Admit for Admission {
     responses(
         (status = 101, description = "Switching to WebSocket. The client sends `{\"type\":\"subscribe\",\"sessionId\",\"cursor\"?}` and `{\"type\":\"unsubscribe\",\"sessionId\"}`; the server sends each session's frames with `sessionId`, and `subscribed`, `unsubscribed` and `error` (`{type, sessionId, code, detail}`) messages"),
         (status = 400, description = "An invalid or repeated session id, too many sessions, or an invalid cursor in the URL", body = Problem, content_type = "application/problem+json"),
+        (status = 426, description = "A WebSocket handshake of a version other than 13 (the response has `Sec-WebSocket-Version: 13`), or a connection that cannot be upgraded", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all)]

@@ -353,6 +353,7 @@ pub async fn stream_sse(
     responses(
         (status = 101, description = "Switching to WebSocket; each text message is one frame, deflated when the client offered `permessage-deflate` (the response then has `Sec-WebSocket-Extensions`)"),
         (status = 400, description = "Invalid cursor or session id", body = Problem, content_type = "application/problem+json"),
+        (status = 426, description = "A WebSocket handshake of a version other than 13 (the response has `Sec-WebSocket-Version: 13`), or a connection that cannot be upgraded", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]

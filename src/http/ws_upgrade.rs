@@ -75,10 +75,13 @@ impl<S: Send + Sync> FromRequestParts<S> for WsUpgrade {
             .map(HeaderValue::as_bytes)
             != Some(b"13")
         {
-            return Err(refuse(
-                StatusCode::BAD_REQUEST,
-                "`Sec-WebSocket-Version` header is not `13`",
-            ));
+            // RFC 6455 section 4.4: 426 and the versions this server speaks.
+            let mut p = refuse(
+                StatusCode::UPGRADE_REQUIRED,
+                "`Sec-WebSocket-Version` header is not `13`, the only version this server speaks",
+            );
+            p.websocket_version = true;
+            return Err(p);
         }
         let Some(key) = h.get(header::SEC_WEBSOCKET_KEY).cloned() else {
             return Err(refuse(

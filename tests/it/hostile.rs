@@ -178,6 +178,27 @@ async fn every_error_the_server_writes_is_a_problem() {
         (status, p["code"].as_str()),
         (400, Some("websocket_upgrade_required"))
     );
+    // A handshake of another WebSocket version: 426 and the version spoken
+    // (RFC 6455 section 4.4), on every WebSocket route.
+    for path in ["/v1/sessions/s/ws", "/v1/streams/ws", "/v1/sessions/stream"] {
+        let r = srv
+            .http
+            .get(srv.url(path))
+            .header("connection", "upgrade")
+            .header("upgrade", "websocket")
+            .header("sec-websocket-version", "8")
+            .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()["sec-websocket-version"], "13", "{path}");
+        let (status, p) = problem(r).await;
+        assert_eq!(
+            (status, p["code"].as_str()),
+            (426, Some("websocket_upgrade_required")),
+            "{path}"
+        );
+    }
     for (method, path, want) in [
         ("GET", "/nope", 404),
         ("PUT", "/v1/sessions/s/events", 405),
