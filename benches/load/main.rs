@@ -97,47 +97,30 @@ fn subscribe(
     base: Instant,
     stop: Arc<Notify>,
 ) -> tokio::task::JoinHandle<()> {
-    match transport {
-        Transport::Sse | Transport::SseGzip => tokio::spawn(clients::sse(
-            server.addr,
+    let (path, compressed) = match transport {
+        Transport::Sse | Transport::SseGzip => (
             format!("/v1/sessions/{session}/stream"),
-            tally,
-            expected as u64,
-            sample,
-            base,
-            stop,
             transport == Transport::SseGzip,
-        )),
-        Transport::Mux => tokio::spawn(clients::sse(
-            server.addr,
-            format!("/v1/streams?sessions={session}"),
-            tally,
-            expected as u64,
-            sample,
-            base,
-            stop,
-            false,
-        )),
-        Transport::Ws | Transport::WsDeflate => tokio::spawn(clients::ws(
-            server.addr,
+        ),
+        Transport::Mux => (format!("/v1/streams?sessions={session}"), false),
+        Transport::Ws | Transport::WsDeflate => (
             format!("/v1/sessions/{session}/ws"),
-            tally,
-            expected as u64,
-            sample,
-            base,
-            stop,
             transport == Transport::WsDeflate,
-        )),
-        Transport::WsMux => tokio::spawn(clients::ws(
-            server.addr,
-            format!("/v1/streams/ws?sessions={session}"),
-            tally,
-            expected as u64,
-            sample,
-            base,
-            stop,
-            false,
-        )),
+        ),
+        Transport::WsMux => (format!("/v1/streams/ws?sessions={session}"), false),
+    };
+    let (addr, expected) = (server.addr, expected as u64);
+    if matches!(
+        transport,
+        Transport::Ws | Transport::WsDeflate | Transport::WsMux
+    ) {
+        tokio::spawn(clients::ws(
+            addr, path, tally, expected, sample, base, stop, compressed,
+        ))
+    } else {
+        tokio::spawn(clients::sse(
+            addr, path, tally, expected, sample, base, stop, compressed,
+        ))
     }
 }
 
