@@ -390,13 +390,19 @@ async fn past_the_budget_sockets_share_and_a_quiet_socket_gives_its_context_back
             other => panic!("{other:?}"),
         }
     }
-    let (x, shared) = three(&srv, "y", 5, &mut b, &mut yb).await;
-    assert!(
-        x.wire.len() * 2 < shared.wire.len(),
-        "b took the context: {} vs {}",
-        x.wire.len(),
-        shared.wire.len()
-    );
+    // `b` takes it at its second message between two of its heartbeats; on
+    // a loaded machine a heartbeat may fall between any two messages, so
+    // a few rounds of three are allowed (one is enough on a quiet one).
+    let mut sizes = Vec::new();
+    for round in 0..4u64 {
+        let (x, shared) = three(&srv, "y", 5 + 3 * round, &mut b, &mut yb).await;
+        sizes.push((x.wire.len(), shared.wire.len()));
+        if x.wire.len() * 2 < shared.wire.len() {
+            break;
+        }
+    }
+    let (with, without) = *sizes.last().unwrap();
+    assert!(with * 2 < without, "b took the context: {sizes:?}");
     let (x, shared) = three(&srv, "z", 8, &mut a, &mut za).await;
     assert_eq!(x.wire, shared.wire, "a shares now");
 }
