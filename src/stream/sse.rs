@@ -11,6 +11,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use bytes::{Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::frame::SharedFrame;
@@ -116,8 +117,12 @@ pub(crate) fn event_stream(
     resp
 }
 
-/// Interleave heartbeat bytes into `items` every `every` (a single interval
-/// timer per connection, not a new timer per item) and end on shutdown.
+/// Interleave heartbeat bytes into `items` once the stream has been idle
+/// for `every` (a single interval timer per connection, not a new timer
+/// per item), and end on shutdown. A stream that wrote within the period
+/// sends no heartbeat: its next one moves to `every` after that write, so a
+/// busy stream writes nothing but its frames, and ten thousand busy
+/// streams do not add a wave of heartbeat writes every period.
 pub(crate) fn with_heartbeats<S>(
     items: S,
     every: Duration,
@@ -127,21 +132,33 @@ pub(crate) fn with_heartbeats<S>(
 where
     S: Stream<Item = Bytes> + Send + Unpin + 'static,
 {
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    let mut tick = tokio::time::interval_at(Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // A child token of the connection's own: polled at every item, and a
     // token shared by every stream would make its waiter list one lock.
     let stop = Box::pin(shutdown.child_token().cancelled_owned());
+    // When the stream last wrote an item, if it did since the last tick.
+    let wrote: Option<Instant> = None;
     futures_util::stream::unfold(
-        (items, tick, stop),
-        move |(mut items, mut tick, mut stop)| async move {
-            let item = tokio::select! {
-                biased;
-                _ = &mut stop => None,
-                b = items.next() => b,
-                _ = tick.tick() => Some(Bytes::from_static(beat)),
+        (items, tick, stop, wrote),
+        move |(mut items, mut tick, mut stop, mut wrote)| async move {
+            let item = loop {
+                tokio::select! {
+                    biased;
+                    _ = &mut stop => break None,
+                    b = items.next() => {
+                        if b.is_some() {
+                            wrote = Some(Instant::now());
+                        }
+                        break b;
+                    }
+                    _ = tick.tick() => match wrote.take() {
+                        Some(at) if at + every > Instant::now() => tick.reset_at(at + every),
+                        _ => break Some(Bytes::from_static(beat)),
+                    },
+                }
             };
-            item.map(|b| (b, (items, tick, stop)))
+            item.map(|b| (b, (items, tick, stop, wrote)))
         },
     )
 }
@@ -195,5 +212,40 @@ mod tests {
         };
         let b = c.next().await.unwrap();
         assert_eq!(b.as_ptr(), lone[0].sse.as_ptr(), "no copy of a lone frame");
+    }
+
+    /// A stream that writes more often than the heartbeat period sends no
+    /// heartbeat; once idle, its first heartbeat comes one period after its
+    /// last write, then one per period.
+    #[tokio::test(start_paused = true)]
+    async fn heartbeats_go_out_only_once_the_stream_is_idle_for_a_period() {
+        let every = Duration::from_secs(15);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+        let items = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
+        let t0 = Instant::now();
+        let mut s = Box::pin(with_heartbeats(
+            items,
+            every,
+            CancellationToken::new(),
+            b":hb\n\n",
+        ));
+        let seen = tokio::spawn(async move {
+            let mut out = Vec::new();
+            while out.len() < 8 {
+                let b = s.next().await.unwrap();
+                let at = (Instant::now() - t0).as_secs();
+                out.push((at, String::from_utf8(b.to_vec()).unwrap()));
+            }
+            out
+        });
+        for k in 1..=6u64 {
+            tokio::time::sleep_until(t0 + Duration::from_secs(10 * k)).await;
+            tx.send(Bytes::from(format!("f{k}"))).unwrap();
+        }
+        let hb = ":hb\n\n".to_string();
+        let mut want: Vec<(u64, String)> = (1..=6).map(|k| (10 * k, format!("f{k}"))).collect();
+        want.extend([(75, hb.clone()), (90, hb)]);
+        assert_eq!(seen.await.unwrap(), want);
+        drop(tx);
     }
 }
