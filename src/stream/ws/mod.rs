@@ -181,25 +181,24 @@ pub async fn serve<T: WsText>(
                 None | Some(Err(_)) => break,
                 Some(Ok(_)) => {}
             },
-            f = frames.next() => match f {
-                Some(f) => {
-                    let written = write_ready(&mut sink, f, &mut frames, |f| {
-                        Some(message(&f, &mut deflater))
-                    });
-                    match written.await {
-                        Ok(Ready::More) => {}
-                        Ok(Ready::Ended) => {
-                            let _ = sink.send(close(1001, "stream ended")).await;
-                            break;
+            f = frames.next() => {
+                let ended = match f {
+                    Some(f) => {
+                        let written = write_ready(&mut sink, f, &mut frames, |f| {
+                            Some(message(&f, &mut deflater))
+                        });
+                        match written.await {
+                            Ok(ready) => matches!(ready, Ready::Ended),
+                            Err(()) => break,
                         }
-                        Err(()) => break,
                     }
-                }
-                None => {
+                    None => true,
+                };
+                if ended {
                     let _ = sink.send(close(1001, "stream ended")).await;
                     break;
                 }
-            },
+            }
             _ = ping.tick() => {
                 if sink.send(heartbeat_ping(&mut deflater)).await.is_err() {
                     break;
