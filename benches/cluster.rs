@@ -359,6 +359,7 @@ async fn fanout(nodes: &[Server], session: &str, scale: Scale) -> Fanout {
         scale.rate,
         scale.run,
         4,
+        1,
         base,
     )
     .await;

@@ -360,13 +360,16 @@ pub async fn ws(
 }
 
 /// Post `rate` text deltas per second for `dur` to `sessions` (round robin),
-/// one event per POST, from `workers` keep-alive clients. Returns events sent.
+/// one event per POST, from `workers` keep-alive clients taking turns, so
+/// the events are evenly spaced; `burst` > 1 sends them that many at once
+/// instead (at the same average rate). Returns events sent.
 pub async fn publish(
     base_url: String,
     sessions: Vec<String>,
     rate: u64,
     dur: Duration,
     workers: usize,
+    burst: usize,
     base: Instant,
 ) -> u64 {
     let http = reqwest::Client::builder()
@@ -375,8 +378,10 @@ pub async fn publish(
         .build()
         .unwrap();
     let sent = Arc::new(AtomicU64::new(0));
-    let per_worker = rate as f64 / workers as f64;
     let sessions = Arc::new(sessions);
+    let burst = burst.max(1) as u64;
+    // One clock for every worker, so their events interleave.
+    let start = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..workers {
         let (http, sent, sessions, base_url) = (
@@ -386,15 +391,16 @@ pub async fn publish(
             base_url.clone(),
         );
         tasks.push(tokio::spawn(async move {
-            let start = Instant::now();
             let mut i = 0u64;
             while start.elapsed() < dur {
-                // Pace: the i-th event of this worker is due at i / per_worker s.
-                let due = start + Duration::from_secs_f64(i as f64 / per_worker);
+                // Pace: event n overall (the i-th of this worker) is due at
+                // n / rate s, rounded down to its burst of `burst` events.
+                let n = i * workers as u64 + w as u64;
+                let due = start + Duration::from_secs_f64((n / burst * burst) as f64 / rate as f64);
                 if let Some(wait) = due.checked_duration_since(Instant::now()) {
                     tokio::time::sleep(wait).await;
                 }
-                let k = (i as usize * workers + w) % sessions.len();
+                let k = n as usize % sessions.len();
                 let body = format!(
                     r#"{{"type":"text.delta","runId":"r","payload":{{"delta":"T{};"}}}}"#,
                     nanos(base)

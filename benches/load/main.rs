@@ -14,7 +14,9 @@
 //! `wsz` for WebSocket with `permessage-deflate`, `wsm` for one multiplexed
 //! WebSocket per subscriber following every session), `LOAD_PROJECTOR_BIN` (another
 //! build), `LOAD_BASELINE_BIN` (another build, run as "before" next to this
-//! one in the fan-out and memory sections), `LOAD_GEN_THREADS`, `LOAD_BREAKDOWN=1` (the server's own ingest
+//! one in the fan-out and memory sections), `LOAD_GEN_THREADS`, `LOAD_BURST=k`
+//! (the publisher sends its events k at once at the same average rate; by
+//! default they are evenly spaced), `LOAD_BREAKDOWN=1` (the server's own ingest
 //! and delivery histograms per scenario), `LOAD_FLOOR=task,shard` (the same
 //! scenarios against the floor servers of `floor.rs`).
 
@@ -161,7 +163,9 @@ async fn fanout(
             names[i % sessions].clone()
         };
         let (t2, stop) = (tally.clone(), stop.clone());
-        let sample = i < 200;
+        // Latency from 200 subscribers spread over all of them: the
+        // first to connect may be the first to be woken.
+        let sample = i % total.div_ceil(200) == 0;
         tasks.push(subscribe(
             server, transport, &session, t2, total, sample, base, stop,
         ));
@@ -193,7 +197,11 @@ async fn fanout(
     } else {
         Default::default()
     };
-    let sent = clients::publish(server.url(), names, rate, scale.run, 8, base).await;
+    let burst = std::env::var("LOAD_BURST")
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(1);
+    let sent = clients::publish(server.url(), names, rate, scale.run, 8, burst, base).await;
     // Let in-flight deliveries land, bounded.
     let expected = sent * per_session as u64 + before;
     let t0 = Instant::now();
