@@ -18,7 +18,11 @@
 //! (the publisher sends its events k at once at the same average rate; by
 //! default they are evenly spaced), `LOAD_BREAKDOWN=1` (the server's own ingest
 //! and delivery histograms per scenario), `LOAD_FLOOR=task,shard` (the same
-//! scenarios against the floor servers of `floor.rs`).
+//! scenarios against the floor servers of `floor.rs`), `LOAD_TARGET=host:port`
+//! (the fan-out section against a server already running there, e.g. on
+//! another host, started with the environment `servers::projector` sets, or
+//! a floor server started with `load --floor-server --listen ADDR`; its CPU
+//! column is then empty).
 
 mod clients;
 mod floor;
@@ -644,12 +648,19 @@ async fn run(scale: Scale) -> Value {
         };
         let mut fan_rows = Vec::new();
         let dir = tmp.join("fanout");
-        for (name, bin) in builds() {
-            servers::use_build(bin);
-            let ours = servers::projector("memory", &dir, &[]);
-            fan_rows.extend(scenarios(&ours, name, &runs, scale, |_, _| true).await);
+        if let Ok(target) = std::env::var("LOAD_TARGET") {
+            // A server on another host: the one place the subscribers'
+            // reads do not share the server's cores.
+            let ours = servers::external(&target);
+            fan_rows.extend(scenarios(&ours, "target", &runs, scale, |_, _| true).await);
+        } else {
+            for (name, bin) in builds() {
+                servers::use_build(bin);
+                let ours = servers::projector("memory", &dir, &[]);
+                fan_rows.extend(scenarios(&ours, name, &runs, scale, |_, _| true).await);
+            }
+            servers::use_build(None);
         }
-        servers::use_build(None);
         let floors = std::env::var("LOAD_FLOOR").unwrap_or_default();
         for (name, shards) in [("floor", 0), ("floor-sharded", 2)] {
             let kind = if shards == 0 { "task" } else { "shard" };

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 pub struct Server {
     pub addr: SocketAddr,
-    child: Child,
+    /// `None` for a server started elsewhere (`external`).
+    child: Option<Child>,
 }
 
 impl Server {
@@ -17,15 +18,21 @@ impl Server {
         format!("http://{}", self.addr)
     }
 
-    /// CPU time (user + system) the server process has used, in seconds.
+    /// CPU time (user + system) the server process has used, in seconds
+    /// (NaN for a server started elsewhere).
     pub fn cpu_secs(&self) -> f64 {
-        cpu_secs(&self.child.id().to_string())
+        self.child
+            .as_ref()
+            .map_or(f64::NAN, |c| cpu_secs(&c.id().to_string()))
     }
 
     /// Resident set size of the server process, in bytes.
     pub fn rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .unwrap_or_default();
+        let Some(child) = &self.child else {
+            return 0;
+        };
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
         status
             .lines()
             .find_map(|l| l.strip_prefix("VmRSS:"))
@@ -37,8 +44,10 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
@@ -65,6 +74,19 @@ static BUILD: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 /// default build).
 pub fn use_build(bin: Option<String>) {
     *BUILD.lock().unwrap() = bin;
+}
+
+/// A server started elsewhere, perhaps on another host (`LOAD_TARGET`), so
+/// that its subscribers' reads do not share its CPUs. Its CPU time and
+/// memory cannot be read from here.
+pub fn external(target: &str) -> Server {
+    use std::net::ToSocketAddrs;
+    let addr = target
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .unwrap_or_else(|| panic!("LOAD_TARGET={target}: not a host:port"));
+    Server { addr, child: None }
 }
 
 /// agent-projector with limits opened up for load, on `store`.
@@ -114,7 +136,10 @@ pub fn projector_with(
     }
     let mut child = cmd.spawn().expect("start agent-projector");
     let addr = wait_for_addr(&mut child, "listening on http://");
-    Server { addr, child }
+    Server {
+        addr,
+        child: Some(child),
+    }
 }
 
 /// The Node anchor, if Node, its packages and Redis are available.
@@ -140,7 +165,10 @@ pub fn anchor() -> Option<Server> {
         .spawn()
         .ok()?;
     let addr = wait_for_addr(&mut child, "anchor listening on http://");
-    Some(Server { addr, child })
+    Some(Server {
+        addr,
+        child: Some(child),
+    })
 }
 
 /// CPU time (user + system) process `pid` (or `self`) has used, in seconds.
@@ -167,7 +195,10 @@ pub fn floor(shards: usize) -> Server {
         .spawn()
         .expect("start the floor server");
     let addr = wait_for_addr(&mut child, "listening on http://");
-    Server { addr, child }
+    Server {
+        addr,
+        child: Some(child),
+    }
 }
 
 /// The cumulative bucket counts (`le`, count) of a histogram in the
