@@ -1,6 +1,7 @@
 //! The servers under test, each in its own process: agent-projector (the
-//! binary cargo built) and the Node anchor (`bench/anchor`), and reading a
-//! process's resident memory.
+//! binary cargo built, or one already running elsewhere), the floor servers
+//! and the Node anchor (`bench/anchor`), and reading a process's resident
+//! memory.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
