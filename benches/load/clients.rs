@@ -180,45 +180,77 @@ pub async fn sse(
     };
     let req =
         format!("GET {path} HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n{enc}\r\n");
-    let mut gunzip = gzip.then(Gunzip::new);
     if s.write_all(req.as_bytes()).await.is_err() {
         tally.failed.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    let mut buf = Vec::with_capacity(16 * 1024);
-    let mut chunk = vec![0u8; 16 * 1024];
-    let mut ready = false;
-    let mut lat = Vec::new();
-    let stopped = stop.notified();
-    tokio::pin!(stopped);
-    loop {
-        let n = tokio::select! {
-            r = s.read(&mut chunk) => match r { Ok(0) | Err(_) => break, Ok(n) => n },
-            _ = &mut stopped => break,
-        };
-        tally.wire_bytes.fetch_add(n as u64, Ordering::Relaxed);
-        match gunzip.as_mut() {
-            Some(g) => g.feed(&chunk[..n], &mut buf),
-            None => buf.extend_from_slice(&chunk[..n]),
-        }
-        if !ready {
-            // Subscribed once the first event (snapshot / start) arrived.
-            if memmem::find(&buf, b"\n\n").is_some() && memmem::find(&buf, b"data: ").is_some() {
+    // Subscribed once the first event (snapshot / start) arrived.
+    let subscribed =
+        |buf: &[u8]| memmem::find(buf, b"\n\n").is_some() && memmem::find(buf, b"data: ").is_some();
+    let reader = Markers {
+        tally,
+        expected,
+        sample,
+        base,
+    };
+    reader
+        .read(s, Vec::new(), gzip.then(Gunzip::new), subscribed, stop)
+        .await;
+}
+
+/// Reads a subscriber's socket, counting the markers in its bytes (as they
+/// come, or inflated) and, when sampling, their latencies.
+struct Markers {
+    tally: Arc<Tally>,
+    expected: u64,
+    sample: bool,
+    base: Instant,
+}
+
+impl Markers {
+    /// Until `stop` or the end of the stream; `buf` holds bytes already
+    /// read, and the subscriber counts as ready once `subscribed(buf)`.
+    async fn read(
+        self,
+        mut s: TcpStream,
+        mut buf: Vec<u8>,
+        mut gunzip: Option<Gunzip>,
+        subscribed: impl Fn(&[u8]) -> bool,
+        stop: Arc<Notify>,
+    ) {
+        let tally = &self.tally;
+        buf.reserve(16 * 1024);
+        let mut chunk = vec![0u8; 16 * 1024];
+        let mut ready = false;
+        let mut lat = Vec::new();
+        let stopped = stop.notified();
+        tokio::pin!(stopped);
+        loop {
+            if !ready && subscribed(&buf) {
                 ready = true;
-                if tally.ready.fetch_add(1, Ordering::SeqCst) + 1 == expected {
+                if tally.ready.fetch_add(1, Ordering::SeqCst) + 1 == self.expected {
                     tally.all_ready.notify_waiters();
                 }
-            } else {
-                continue;
+            }
+            if ready {
+                let (count, consumed) = scan(&buf, self.base, self.sample, &mut lat);
+                tally.delivered.fetch_add(count, Ordering::Relaxed);
+                let keep_from = consumed.max(buf.len().saturating_sub(64));
+                buf.drain(..keep_from);
+            }
+            let n = tokio::select! {
+                r = s.read(&mut chunk) => match r { Ok(0) | Err(_) => break, Ok(n) => n },
+                _ = &mut stopped => break,
+            };
+            tally.wire_bytes.fetch_add(n as u64, Ordering::Relaxed);
+            match gunzip.as_mut() {
+                Some(g) => g.feed(&chunk[..n], &mut buf),
+                None => buf.extend_from_slice(&chunk[..n]),
             }
         }
-        let (count, consumed) = scan(&buf, base, sample, &mut lat);
-        tally.delivered.fetch_add(count, Ordering::Relaxed);
-        let keep_from = consumed.max(buf.len().saturating_sub(64));
-        buf.drain(..keep_from);
-    }
-    if sample && !lat.is_empty() {
-        tally.latencies.lock().unwrap().extend(lat);
+        if self.sample && !lat.is_empty() {
+            tally.latencies.lock().unwrap().extend(lat);
+        }
     }
 }
 
@@ -298,8 +330,9 @@ async fn handshake(s: &mut Counted, path: &str, deflate: bool) -> Option<(bool, 
 }
 
 /// One WebSocket subscriber, its bytes counted; with `deflate` it offers
-/// `permessage-deflate` and inflates what comes (with the server's own
-/// `WsIo`, the one part of the generator that is not independent).
+/// `permessage-deflate` and inflates what comes (with tungstenite and the
+/// server's own `WsIo`, the one part of the generator that is not
+/// independent); without, it reads the frames raw.
 #[allow(clippy::too_many_arguments)]
 pub async fn ws(
     addr: std::net::SocketAddr,
@@ -328,6 +361,23 @@ pub async fn ws(
     };
     if agreed != deflate {
         tally.failed.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    if !agreed {
+        // Uncompressed, the server's frames are unmasked JSON text, so the
+        // markers are read straight off the socket as for SSE: the same
+        // cost per delivery on this side for both transports. The frame
+        // headers between messages cannot form a marker, and the server
+        // wants no answer to its pings.
+        let reader = Markers {
+            tally,
+            expected,
+            sample,
+            base,
+        };
+        reader
+            .read(s.tcp, rest, None, |b: &[u8]| !b.is_empty(), stop)
+            .await;
         return;
     }
     let io = WsIo::new(s, agreed, 1 << 26, rest).keeping_context();
