@@ -187,15 +187,9 @@ pub async fn sse(
     // Subscribed once the first event (snapshot / start) arrived.
     let subscribed =
         |buf: &[u8]| memmem::find(buf, b"\n\n").is_some() && memmem::find(buf, b"data: ").is_some();
-    let reader = Markers {
-        tally,
-        expected,
-        sample,
-        base,
-    };
-    reader
-        .read(s, Vec::new(), gzip.then(Gunzip::new), subscribed, stop)
-        .await;
+    let gunzip = gzip.then(Gunzip::new);
+    let reader = Markers::new(tally, expected, sample, base);
+    reader.read(s, Vec::new(), gunzip, subscribed, stop).await;
 }
 
 /// Reads a subscriber's socket, counting the markers in its bytes (as they
@@ -208,6 +202,15 @@ struct Markers {
 }
 
 impl Markers {
+    fn new(tally: Arc<Tally>, expected: u64, sample: bool, base: Instant) -> Self {
+        Markers {
+            tally,
+            expected,
+            sample,
+            base,
+        }
+    }
+
     /// Until `stop` or the end of the stream; `buf` holds bytes already
     /// read, and the subscriber counts as ready once `subscribed(buf)`.
     async fn read(
@@ -369,15 +372,9 @@ pub async fn ws(
         // cost per delivery on this side for both transports. The frame
         // headers between messages cannot form a marker, and the server
         // wants no answer to its pings.
-        let reader = Markers {
-            tally,
-            expected,
-            sample,
-            base,
-        };
-        reader
-            .read(s.tcp, rest, None, |b: &[u8]| !b.is_empty(), stop)
-            .await;
+        let reader = Markers::new(tally, expected, sample, base);
+        let any = |b: &[u8]| !b.is_empty();
+        reader.read(s.tcp, rest, None, any, stop).await;
         return;
     }
     let io = WsIo::new(s, agreed, 1 << 26, rest).keeping_context();
