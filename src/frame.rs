@@ -93,6 +93,9 @@ pub struct Frame {
     spans: Option<Vec<ChunkSpan>>,
     /// When a live frame was made, for the publish-to-write latency.
     pub born: Born,
+    /// When the server accepted the frame's event (wall-clock ms), for the
+    /// views that time their events by it (AG-UI's `timestamp`).
+    pub received: Received,
     /// The JSON deflated for WebSocket `permessage-deflate`, made by the
     /// first compressed socket it goes to and shared by the others.
     deflated: Deflated,
@@ -117,6 +120,18 @@ pub struct Born(pub Option<std::time::Instant>);
 
 impl PartialEq for Born {
     fn eq(&self, _: &Born) -> bool {
+        true
+    }
+}
+
+/// Wall-clock milliseconds when the server accepted a delta frame's event
+/// (the log's `received_ms`); `None` for snapshots and resets. Any two
+/// compare equal: it says when, not what.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Received(pub Option<u64>);
+
+impl PartialEq for Received {
+    fn eq(&self, _: &Received) -> bool {
         true
     }
 }
@@ -181,6 +196,7 @@ fn finish(
         sse,
         spans,
         born: Born(None),
+        received: Received(None),
         deflated: Deflated::default(),
     }
 }
@@ -215,10 +231,17 @@ impl Frame {
     /// A delta frame read back from the store that goes to live
     /// subscribers (another node encoded it): its chunk positions are found
     /// once here, so that AI SDK streams slice it like a frame encoded here.
-    pub fn stored_delta(epoch: &str, cursor: u64, json: &[u8]) -> Frame {
-        let mut f = Frame::from_json(FrameKind::Delta, epoch, Some(cursor), json);
+    pub fn stored_delta(epoch: &str, ev: &crate::store::StoredEvent) -> Frame {
+        let mut f = Frame::replayed(epoch, ev);
         f.spans = chunk_spans(&f.json);
         f.born = Born(Some(std::time::Instant::now()));
+        f
+    }
+
+    /// A delta frame read back from the store, as it was logged.
+    pub fn replayed(epoch: &str, ev: &crate::store::StoredEvent) -> Frame {
+        let mut f = Frame::from_json(FrameKind::Delta, epoch, Some(ev.cursor), &ev.frame);
+        f.received = Received(Some(ev.received_ms));
         f
     }
 
@@ -497,7 +520,14 @@ mod tests {
         assert_eq!(stored.sse, f.sse);
         // A frame relayed from another node finds its spans once: the same
         // spans as the encoding node's, and the same bytes.
-        let relayed = Frame::stored_delta("0123456789abcdef", 3, &f.json);
+        let logged = crate::store::StoredEvent {
+            cursor: 3,
+            event_id: "e".into(),
+            received_ms: 1,
+            fact: Bytes::new(),
+            frame: f.json.clone(),
+        };
+        let relayed = Frame::stored_delta("0123456789abcdef", &logged);
         assert_eq!(relayed, f);
         assert_eq!(relayed.message_chunks("m\"1"), own);
     }

@@ -85,5 +85,5 @@ pub async fn run_agent(
     let turns = ag_ui::input_turns(&input);
     let first = record(&st, &session.0, turns, "invalid_run_input");
     forward(&st, &session.0, (client, url), bytes, first, Vec::new()).await?;
-    super::streams::ag_ui_response(&st, &caller, session.0, true)
+    super::streams::ag_ui_response(&st, &caller, session.0, None, true)
 }

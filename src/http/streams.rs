@@ -101,22 +101,35 @@ pub(super) fn ui_response(
     ui::response(bytes, st.heartbeat(), st.shutdown.clone())
 }
 
-/// AG-UI events of the session (`@ag-ui/client`, CopilotKit): every
-/// connection, and every reconnection, starts with `RUN_STARTED`,
-/// `MESSAGES_SNAPSHOT` and `STATE_SNAPSHOT` of the session (closed with
-/// `RUN_FINISHED` when no run is going on), then the live events; each
-/// event's SSE id is `<epoch>:<cursor>`.
+/// Query of the AG-UI stream: where to resume.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AgUiQuery {
+    /// Resume after this cursor (`<epoch>:<cursor>`, as the events' SSE ids
+    /// give it); the `Last-Event-ID` header wins when both are sent.
+    pub cursor: Option<String>,
+}
+
+/// AG-UI events of the session (`@ag-ui/client`, CopilotKit). A new
+/// connection starts with `RUN_STARTED`, `MESSAGES_SNAPSHOT` and
+/// `STATE_SNAPSHOT` of the session (closed with `RUN_FINISHED` when no run
+/// is going on), then the live events; a reconnection from a cursor still
+/// in the log gets only the events after it (the open run and messages
+/// opened again), and one from a cursor the log cannot honour (another
+/// epoch, trimmed, ahead) starts from the snapshot. Each event's SSE id is
+/// `<epoch>:<cursor>`.
 #[utoipa::path(
     get,
     path = "/v1/sessions/{session_id}/ag-ui",
     tag = "streams",
     params(
         ("session_id" = String, Path, description = "Session id (the AG-UI thread id)"),
-        ("Last-Event-ID" = Option<String>, Header, description = "The last SSE id read; a reconnection starts again from the session's snapshot, which AG-UI clients apply as a replacement"),
+        ("Last-Event-ID" = Option<String>, Header, description = "The last SSE id read: the stream resumes after it, with no MESSAGES_SNAPSHOT, while it is in the log; else it starts from the session's snapshot"),
+        AgUiQuery,
     ),
     responses(
-        (status = 200, description = "An endless `text/event-stream` of AG-UI 1.0 events; heartbeats are SSE comments", content_type = "text/event-stream", body = String),
-        (status = 400, description = "Invalid Last-Event-ID or session id", body = Problem, content_type = "application/problem+json"),
+        (status = 200, description = "An endless `text/event-stream` of AG-UI 1.0 events, each with a `timestamp`; heartbeats are SSE comments", content_type = "text/event-stream", body = String),
+        (status = 400, description = "Invalid Last-Event-ID, cursor or session id", body = Problem, content_type = "application/problem+json"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]
@@ -125,40 +138,64 @@ pub async fn stream_ag_ui(
     caller: Caller,
     session: SessionId,
     headers: HeaderMap,
+    Q(q): Q<AgUiQuery>,
 ) -> Result<Response, Problem> {
     caller.require(Scope::Subscribe, Some(&session.0))?;
-    // A malformed id is refused as on the session stream; a good one
-    // changes nothing: an AG-UI client checks each connection as a run of
-    // its own, so every connection starts from the snapshot.
-    start(
+    let at = start(
         &headers,
         StreamQuery {
-            cursor: None,
+            cursor: q.cursor,
             epoch: None,
             format: None,
         },
     )?;
-    ag_ui_response(&st, &caller, session.0, false)
+    let resume = match at.cursor {
+        Some(n) => resumable(&st, &session.0, n, at.epoch.as_deref()).await,
+        None => None,
+    };
+    ag_ui_response(&st, &caller, session.0, resume, false)
+}
+
+/// The log's epoch when a resume after cursor `n` of `epoch` can be
+/// honoured from it: the same epoch (or none named), `n` not ahead of the
+/// head. A log trimmed past the cursor is found out by the stream itself
+/// (it answers from the snapshot).
+async fn resumable(st: &AppState, session: &str, n: u64, epoch: Option<&str>) -> Option<(u64, String)> {
+    let meta = st.registry.store().meta(session).await.ok()??;
+    let same = epoch.is_none_or(|e| e == meta.epoch);
+    (same && n <= meta.head && !meta.deleted).then_some((n, meta.epoch))
 }
 
 /// The session's AG-UI stream for an authorised caller within the stream
-/// limits, from the snapshot; it ends with `RUN_ERROR` (`token_expired`)
-/// when the caller's token expires, and, with `until_run_end`, after the
-/// first run's end.
+/// limits: from the snapshot, or after `resume` (a cursor and its epoch);
+/// it ends with `RUN_ERROR` (`token_expired`) when the caller's token
+/// expires, and, with `until_run_end`, after the first run's end.
 pub(super) fn ag_ui_response(
     st: &AppState,
     caller: &Caller,
     session: String,
+    resume: Option<(u64, String)>,
     until_run_end: bool,
 ) -> Result<Response, Problem> {
     let slot = st.limits.subscribe(&session)?;
+    let (from, after) = match resume {
+        // The log from its start: the view reads it up to the cursor.
+        Some((n, epoch)) => (
+            StartAt {
+                cursor: Some(0),
+                epoch: Some(epoch),
+            },
+            Some(n),
+        ),
+        None => (StartAt::default(), None),
+    };
     let frames = stream::frames(
         st.registry.clone(),
         session.clone(),
-        StartAt::default(),
+        from,
         st.cfg.stream.replay_page,
     );
-    let bytes = stream::ag_ui::events(session, frames, until_run_end);
+    let bytes = stream::ag_ui::events(session, frames, after, until_run_end);
     let farewell = vec![bytes::Bytes::from_static(
         b"data: {\"type\":\"RUN_ERROR\",\"message\":\"token expired\",\"code\":\"token_expired\"}\n\n",
     )];

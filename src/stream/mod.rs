@@ -189,11 +189,9 @@ impl Subscriber {
                     }
                     for ev in page {
                         self.last = ev.cursor;
-                        self.pending.push_back(Arc::new(Frame::from_json(
-                            FrameKind::Delta,
+                        self.pending.push_back(Arc::new(Frame::replayed(
                             self.epoch.as_deref().unwrap_or_default(),
-                            Some(ev.cursor),
-                            &ev.frame,
+                            &ev,
                         )));
                     }
                 }

@@ -238,7 +238,7 @@ impl Actor {
                         message: f.message,
                     });
                 }
-                let frame = frame::delta(
+                let mut frame = frame::delta(
                     &state.meta.epoch,
                     cursor,
                     &ev.fact.id,
@@ -246,6 +246,7 @@ impl Actor {
                     state.projection.state().timeline.back(),
                     &applied.chunks,
                 );
+                frame.received = frame::Received(Some(received_ms));
                 stored.push(StoredEvent {
                     cursor,
                     event_id: ev.fact.id.clone(),

@@ -1,0 +1,591 @@
+//! One AG-UI connection's view of the session's frames: what it has opened
+//! and not closed (the run, text and reasoning messages, tool calls,
+//! steps), what it knows of the session's messages ([`Books`]), and the
+//! mapping of each frame to AG-UI events. Frames up to a resume cursor are
+//! read without a word, so that the view stands where the client stood.
+
+use bytes::Bytes;
+use indexmap::{IndexMap, IndexSet};
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+use super::shapes::{
+    interrupt, messages, reasoning_id, role_name, tool_result, Books, Segments,
+};
+use crate::frame::{Frame, FrameKind};
+use crate::projection::{Message, Role};
+
+/// Statuses in which the snapshot's run is still going on.
+const ACTIVE: &[&str] = &["running", "preparing", "routing", "retrying", "blocked"];
+
+/// What this connection has opened and not closed, and what it knows.
+#[derive(Default)]
+pub(super) struct View {
+    thread: String,
+    /// Frames up to this cursor are read, not sent: the client has them.
+    mute_until: Option<u64>,
+    /// The run open on this connection.
+    run: Option<String>,
+    /// The run id the runtime surface says.
+    run_id: Option<String>,
+    /// Open AG-UI text messages -> the session message they belong to.
+    texts: IndexMap<String, String>,
+    /// Open AG-UI reasoning messages -> their session message.
+    reasoning: IndexMap<String, String>,
+    /// Tool calls whose arguments are open.
+    calls: IndexSet<String>,
+    /// Calls whose arguments streamed (their input is not sent again).
+    streamed: IndexSet<String>,
+    /// Calls started and not yet answered (a result, an error, a denial),
+    /// with their session message.
+    awaiting: IndexMap<String, String>,
+    /// Open steps, by name.
+    steps: IndexSet<String>,
+    /// Pending actions (`data-actions` entries), for an interrupt outcome.
+    pending: Map<String, Value>,
+    /// The error text of a failing run's message (its `error` chunk).
+    failure: Option<String>,
+    /// The runtime's failure category, as the run's error code.
+    failure_code: Option<String>,
+    books: Books,
+    /// Whether a run has ended on this connection.
+    pub ended: bool,
+}
+
+#[derive(Deserialize)]
+struct Snapshot {
+    cursor: Option<u64>,
+    state: State,
+}
+
+#[derive(Deserialize)]
+struct State {
+    #[serde(default)]
+    messages: Vec<Message>,
+    #[serde(default)]
+    app: Value,
+    #[serde(default)]
+    runtime: Value,
+    #[serde(default)]
+    actions: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Delta {
+    cursor: u64,
+    event_class: String,
+    #[serde(default)]
+    timeline: Option<Timeline>,
+    chunks: Vec<Entry>,
+}
+
+#[derive(Deserialize)]
+struct Timeline {
+    timestamp: Option<String>,
+}
+
+/// One chunk of a delta frame, with the message fields its `start` carries.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Entry {
+    message_id: Option<String>,
+    role: Option<Role>,
+    agent_id: Option<String>,
+    chunk: Value,
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time, or of a number.
+fn millis(t: &str) -> Option<u64> {
+    if let Ok(n) = t.parse::<u64>() {
+        return Some(n);
+    }
+    let at = humantime::parse_rfc3339_weak(t).ok()?;
+    Some(at.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as u64)
+}
+
+impl View {
+    /// A view of session `thread`; with `resume_after`, frames up to that
+    /// cursor only move the view.
+    pub fn new(thread: String, resume_after: Option<u64>) -> Self {
+        View {
+            thread,
+            mute_until: resume_after,
+            ..View::default()
+        }
+    }
+
+    /// The SSE bytes of one frame's events (`None`: none to send).
+    pub fn map(&mut self, f: &Frame) -> Option<Bytes> {
+        let muted = f.kind == FrameKind::Delta
+            && matches!((self.mute_until, f.cursor), (Some(n), Some(c)) if c <= n);
+        let mut events = Vec::new();
+        if !muted && self.mute_until.take().is_some() && f.kind == FrameKind::Delta {
+            events = self.reopen();
+        }
+        let (more, at) = match f.kind {
+            // The snapshot that follows says it all again.
+            FrameKind::Reset => (Vec::new(), None),
+            FrameKind::Snapshot => (self.snapshot(serde_json::from_slice(&f.json).ok()?), None),
+            FrameKind::Delta => {
+                let d: Delta = serde_json::from_slice(&f.json).ok()?;
+                let producer = d.timeline.as_ref().and_then(|t| t.timestamp.as_deref());
+                let at = producer.and_then(millis).or(f.received.0);
+                (self.delta(d), at)
+            }
+        };
+        events.extend(more);
+        if muted || events.is_empty() {
+            return None;
+        }
+        let at = at.unwrap_or_else(crate::store::now_ms);
+        let id = match (f.epoch(), f.cursor) {
+            (Some(e), Some(c)) => Some(format!("{e}:{c}")),
+            _ => None,
+        };
+        let mut out = Vec::with_capacity(events.len() * 112);
+        for mut e in events {
+            e["timestamp"] = at.into();
+            if let Some(id) = &id {
+                out.extend_from_slice(b"id: ");
+                out.extend_from_slice(id.as_bytes());
+                out.push(b'\n');
+            }
+            out.extend_from_slice(b"data: ");
+            serde_json::to_writer(&mut out, &e).ok()?;
+            out.extend_from_slice(b"\n\n");
+        }
+        Some(Bytes::from(out))
+    }
+
+    /// A resumed connection's first events: the run that was open where
+    /// the client stopped, and what was open in it, opened again (AG-UI
+    /// clients continue a message or call they hold).
+    fn reopen(&mut self) -> Vec<Value> {
+        let Some(run) = self.run.clone() else {
+            return Vec::new();
+        };
+        let mut out = vec![json!({"type": "RUN_STARTED", "threadId": self.thread, "runId": run})];
+        for (id, mid) in &self.texts {
+            let role = role_name(self.books.roles.get(mid).copied());
+            out.push(self.owned(
+                mid,
+                json!({"type": "TEXT_MESSAGE_START", "messageId": id, "role": role}),
+            ));
+        }
+        for (id, mid) in &self.reasoning {
+            out.push(self.owned(mid, json!({"type": "REASONING_START", "messageId": id})));
+            out.push(self.owned(
+                mid,
+                json!({"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"}),
+            ));
+        }
+        // Calls still waiting for their result: told again (without their
+        // arguments, which the client holds), so that the result has a call.
+        for (tc, mid) in &self.awaiting {
+            let name = self.books.names.get(tc).cloned().unwrap_or_default();
+            out.push(self.owned(
+                mid,
+                json!({"type": "TOOL_CALL_START", "toolCallId": tc, "toolCallName": name}),
+            ));
+            if !self.calls.contains(tc) {
+                out.push(self.owned(mid, json!({"type": "TOOL_CALL_END", "toolCallId": tc})));
+            }
+        }
+        for s in &self.steps {
+            out.push(json!({"type": "STEP_STARTED", "stepName": s}));
+        }
+        out
+    }
+
+    /// `subagentRunId` on an event about a teammate's message.
+    fn owned(&self, mid: &str, mut e: Value) -> Value {
+        if let Some(a) = self.books.agents.get(mid) {
+            e["subagentRunId"] = a.as_str().into();
+        }
+        e
+    }
+
+    fn snapshot(&mut self, s: Snapshot) -> Vec<Value> {
+        let mut out = Vec::new();
+        // Whatever this connection had open is replaced.
+        if self.run.is_some() {
+            out.extend(self.close_all());
+            out.push(self.run_finished());
+        }
+        *self = View {
+            thread: std::mem::take(&mut self.thread),
+            ended: self.ended,
+            ..View::default()
+        };
+        let runtime = &s.state.runtime;
+        self.run_id = runtime
+            .get("runId")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        self.failure_code = runtime
+            .get("failureCategory")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        self.pending = s
+            .state
+            .actions
+            .into_iter()
+            .filter(|(_, a)| a.get("status").and_then(Value::as_str) == Some("pending"))
+            .collect();
+        let status = runtime.get("status").and_then(Value::as_str).unwrap_or("idle");
+        let active = ACTIVE.contains(&status);
+        let run = match (&self.run_id, active) {
+            (Some(r), true) => r.clone(),
+            _ => self.synthetic(s.cursor.unwrap_or(0)),
+        };
+        let msgs = messages(&s.state.messages, &mut self.books);
+        out.push(self.run_started(run));
+        out.push(json!({"type": "MESSAGES_SNAPSHOT", "messages": msgs}));
+        let app = if s.state.app.is_object() {
+            s.state.app
+        } else {
+            json!({})
+        };
+        out.push(json!({"type": "STATE_SNAPSHOT", "snapshot": app}));
+        if !active {
+            out.push(self.run_finished());
+        }
+        out
+    }
+
+    /// The id of a run this connection opens for facts outside any run of
+    /// the runtime's (a join, a user's message before its run starts).
+    fn synthetic(&self, cursor: u64) -> String {
+        format!("{}:{cursor}", self.thread)
+    }
+
+    fn run_started(&mut self, run: String) -> Value {
+        self.run = Some(run.clone());
+        json!({"type": "RUN_STARTED", "threadId": self.thread, "runId": run})
+    }
+
+    /// `RUN_FINISHED`; pending actions make it an interrupt.
+    fn run_finished(&mut self) -> Value {
+        self.ended = true;
+        let run = self.run.take().unwrap_or_else(|| self.thread.clone());
+        let mut e = json!({"type": "RUN_FINISHED", "threadId": self.thread, "runId": run});
+        if !self.pending.is_empty() {
+            let interrupts: Vec<Value> = self.pending.values().map(interrupt).collect();
+            e["outcome"] = json!({"type": "interrupt", "interrupts": interrupts});
+        }
+        e
+    }
+
+    /// End every text, reasoning, tool call and step still open.
+    fn close_all(&mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        for (id, mid) in std::mem::take(&mut self.texts) {
+            out.push(self.owned(&mid, json!({"type": "TEXT_MESSAGE_END", "messageId": id})));
+        }
+        self.books.texts.clear();
+        for (id, mid) in std::mem::take(&mut self.reasoning) {
+            out.push(self.owned(
+                &mid,
+                json!({"type": "REASONING_MESSAGE_END", "messageId": id}),
+            ));
+            out.push(self.owned(&mid, json!({"type": "REASONING_END", "messageId": id})));
+        }
+        for c in std::mem::take(&mut self.calls) {
+            let end = json!({"type": "TOOL_CALL_END", "toolCallId": c});
+            out.push(match self.awaiting.get(&c) {
+                Some(mid) => self.owned(mid, end),
+                None => end,
+            });
+        }
+        self.streamed.clear();
+        for s in std::mem::take(&mut self.steps) {
+            out.push(json!({"type": "STEP_FINISHED", "stepName": s}));
+        }
+        out
+    }
+
+    fn delta(&mut self, d: Delta) -> Vec<Value> {
+        let mut body = Vec::new();
+        // Surfaces first: the run id and the actions a run's end names.
+        for e in d.chunks.iter().filter(|e| e.message_id.is_none()) {
+            let c = &e.chunk;
+            let id = c.get("id").and_then(Value::as_str).unwrap_or("");
+            match c.get("type").and_then(Value::as_str) {
+                Some("data-runtime") => {
+                    if let Some(r) = c.pointer("/data/runId").and_then(Value::as_str) {
+                        self.run_id = Some(r.to_string());
+                    }
+                    if let Some(f) = c.pointer("/data/failureCategory").and_then(Value::as_str) {
+                        self.failure_code = Some(f.to_string());
+                    }
+                }
+                Some("data-actions") => {
+                    if c.pointer("/data/status").and_then(Value::as_str) == Some("pending") {
+                        self.pending.insert(id.to_string(), c["data"].clone());
+                    } else {
+                        self.pending.remove(id);
+                    }
+                }
+                Some("data-app") => {
+                    body.push(json!({"type": "STATE_SNAPSHOT", "snapshot": c["data"]}))
+                }
+                _ => {}
+            }
+        }
+        let class = d.event_class.as_str();
+        let ends_run = matches!(class, "run.finished" | "run.canceled" | "run.failed");
+        for e in d.chunks {
+            let Some(mid) = e.message_id else { continue };
+            if e.chunk.get("type").and_then(Value::as_str) == Some("start") {
+                if let Some(r) = e.role {
+                    self.books.roles.insert(mid.clone(), r);
+                }
+                if let Some(a) = e.agent_id.filter(|a| !a.is_empty()) {
+                    self.books.agents.insert(mid.clone(), a);
+                }
+            }
+            body.extend(self.chunk(&mid, &e.chunk));
+        }
+        let mut out = Vec::new();
+        if class == "run.started" {
+            // The run before it (or the one this connection opened for
+            // facts outside a run) ends first.
+            if self.run.is_some() {
+                out.extend(self.close_all());
+                out.push(self.run_finished());
+            }
+            let run = self
+                .run_id
+                .clone()
+                .unwrap_or_else(|| self.synthetic(d.cursor));
+            out.push(self.run_started(run));
+        } else if self.run.is_none() && !body.is_empty() {
+            let run = if ends_run {
+                self.run_id.clone()
+            } else {
+                None
+            };
+            let run = run.unwrap_or_else(|| self.synthetic(d.cursor));
+            out.push(self.run_started(run));
+        }
+        out.extend(body);
+        if ends_run && self.run.is_some() {
+            out.extend(self.close_all());
+            if class == "run.failed" {
+                self.run = None;
+                self.ended = true;
+                let message = self.failure.take().unwrap_or_else(|| "run failed".into());
+                let mut e = json!({"type": "RUN_ERROR", "message": message});
+                if let Some(code) = &self.failure_code {
+                    e["code"] = code.as_str().into();
+                }
+                out.push(e);
+            } else {
+                let mut end = self.run_finished();
+                if class == "run.canceled" {
+                    end["outcome"] = json!({"type": "cancelled"});
+                }
+                out.push(end);
+            }
+        }
+        out
+    }
+
+    /// The events of one message chunk.
+    fn chunk(&mut self, mid: &str, c: &Value) -> Vec<Value> {
+        let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let mut out = Vec::new();
+        match c.get("type").and_then(Value::as_str).unwrap_or("") {
+            "text-start" => out.extend(self.open_text(mid, &s("id"))),
+            "text-delta" => {
+                let id = self.text_id(mid, &s("id"));
+                out.extend(self.open_text(mid, &s("id")));
+                let delta = s("delta");
+                if !delta.is_empty() {
+                    out.push(json!({"type": "TEXT_MESSAGE_CONTENT", "messageId": id, "delta": delta}));
+                }
+            }
+            "text-end" => {
+                let key = (mid.to_string(), s("id"));
+                if let Some(id) = self.books.texts.remove(&key) {
+                    if self.texts.shift_remove(&id).is_some() {
+                        out.push(json!({"type": "TEXT_MESSAGE_END", "messageId": id}));
+                    }
+                }
+            }
+            "reasoning-start" | "reasoning-delta" => {
+                let rid = reasoning_id(mid, &s("id"));
+                if !self.reasoning.contains_key(&rid) {
+                    self.reasoning.insert(rid.clone(), mid.to_string());
+                    out.push(json!({"type": "REASONING_START", "messageId": rid}));
+                    out.push(json!({"type": "REASONING_MESSAGE_START", "messageId": rid, "role": "reasoning"}));
+                }
+                let delta = s("delta");
+                if !delta.is_empty() {
+                    out.push(json!({"type": "REASONING_MESSAGE_CONTENT", "messageId": rid, "delta": delta}));
+                }
+            }
+            "reasoning-end" => {
+                let rid = reasoning_id(mid, &s("id"));
+                if self.reasoning.shift_remove(&rid).is_some() {
+                    out.push(json!({"type": "REASONING_MESSAGE_END", "messageId": rid}));
+                    out.push(json!({"type": "REASONING_END", "messageId": rid}));
+                }
+            }
+            "tool-input-start" => out.extend(self.open_call(mid, &s("toolCallId"), &s("toolName"))),
+            "tool-input-delta" => {
+                let tc = s("toolCallId");
+                out.extend(self.open_call(mid, &tc, ""));
+                self.streamed.insert(tc.clone());
+                out.push(json!({"type": "TOOL_CALL_ARGS", "toolCallId": tc, "delta": s("inputTextDelta")}));
+            }
+            "tool-input-available" => {
+                let tc = s("toolCallId");
+                let fresh = !self.awaiting.contains_key(&tc) || self.calls.contains(&tc);
+                if fresh {
+                    out.extend(self.open_call(mid, &tc, &s("toolName")));
+                    if !self.streamed.shift_remove(&tc) {
+                        let args = c.get("input").map(Value::to_string).unwrap_or_else(|| "{}".into());
+                        out.push(json!({"type": "TOOL_CALL_ARGS", "toolCallId": tc, "delta": args}));
+                    }
+                    if self.calls.shift_remove(&tc) {
+                        out.push(json!({"type": "TOOL_CALL_END", "toolCallId": tc}));
+                    }
+                }
+            }
+            "tool-output-available" if c.get("preliminary") != Some(&Value::Bool(true)) => {
+                out.extend(self.answer(&s("toolCallId"), c.get("output").unwrap_or(&Value::Null)));
+            }
+            "tool-output-error" => {
+                out.extend(self.answer(&s("toolCallId"), &Value::String(s("errorText"))));
+            }
+            "tool-output-denied" => {
+                out.extend(self.answer(&s("toolCallId"), &Value::String("denied".into())));
+            }
+            "start-step" => {
+                let name = format!("{mid}:step");
+                if self.steps.insert(name.clone()) {
+                    out.push(json!({"type": "STEP_STARTED", "stepName": name}));
+                }
+            }
+            "finish-step" => {
+                let name = format!("{mid}:step");
+                if self.steps.shift_remove(&name) {
+                    out.push(json!({"type": "STEP_FINISHED", "stepName": name}));
+                }
+            }
+            "data-activity" => out.push(json!({"type": "ACTIVITY_SNAPSHOT", "messageId": s("id"),
+                "activityType": c.pointer("/data/activityType").cloned().unwrap_or(json!("activity")),
+                "content": c.pointer("/data/content").cloned().unwrap_or(json!({}))})),
+            "error" => self.failure = Some(s("errorText")),
+            // A message's end ends whatever of it is open.
+            "finish" | "abort" => out.extend(self.close_message(mid)),
+            _ => {}
+        }
+        out.into_iter().map(|e| self.owned(mid, e)).collect()
+    }
+
+    /// The AG-UI message a text part of `mid` goes under (a new segment
+    /// the first time the part is seen).
+    fn text_id(&mut self, mid: &str, part: &str) -> String {
+        let key = (mid.to_string(), part.to_string());
+        if let Some(id) = self.books.texts.get(&key) {
+            return id.clone();
+        }
+        let id = match self.books.roles.get(mid) {
+            Some(Role::User) | Some(Role::System) => mid.to_string(),
+            _ => self
+                .books
+                .segments
+                .entry(mid.to_string())
+                .or_insert_with(Segments::default)
+                .text(mid),
+        };
+        self.books.texts.insert(key, id.clone());
+        id
+    }
+
+    fn open_text(&mut self, mid: &str, part: &str) -> Option<Value> {
+        let id = self.text_id(mid, part);
+        if self.texts.contains_key(&id) {
+            return None;
+        }
+        self.texts.insert(id.clone(), mid.to_string());
+        let role = role_name(self.books.roles.get(mid).copied());
+        Some(json!({"type": "TEXT_MESSAGE_START", "messageId": id, "role": role}))
+    }
+
+    /// End what of message `mid` is open.
+    fn close_message(&mut self, mid: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        let texts: Vec<String> = self
+            .texts
+            .iter()
+            .filter(|(_, m)| *m == mid)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in texts {
+            self.texts.shift_remove(&id);
+            out.push(json!({"type": "TEXT_MESSAGE_END", "messageId": id}));
+        }
+        self.books.texts.retain(|(m, _), _| m != mid);
+        let reasoning: Vec<String> = self
+            .reasoning
+            .iter()
+            .filter(|(_, m)| *m == mid)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in reasoning {
+            self.reasoning.shift_remove(&id);
+            out.push(json!({"type": "REASONING_MESSAGE_END", "messageId": id}));
+            out.push(json!({"type": "REASONING_END", "messageId": id}));
+        }
+        let step = format!("{mid}:step");
+        if self.steps.shift_remove(&step) {
+            out.push(json!({"type": "STEP_FINISHED", "stepName": step}));
+        }
+        out
+    }
+
+    fn open_call(&mut self, mid: &str, tc: &str, name: &str) -> Option<Value> {
+        if !name.is_empty() {
+            self.books.names.insert(tc.to_string(), name.to_string());
+        }
+        if self.calls.contains(tc) {
+            return None;
+        }
+        let parent = match self.books.parents.get(tc) {
+            Some(p) => p.clone(),
+            None => {
+                let p = self
+                    .books
+                    .segments
+                    .entry(mid.to_string())
+                    .or_insert_with(Segments::default)
+                    .tool(mid);
+                self.books.parents.insert(tc.to_string(), p.clone());
+                p
+            }
+        };
+        self.calls.insert(tc.to_string());
+        self.awaiting.insert(tc.to_string(), mid.to_string());
+        let name = self.books.names.get(tc).map_or(name, String::as_str);
+        Some(
+            json!({"type": "TOOL_CALL_START", "toolCallId": tc, "toolCallName": name,
+                    "parentMessageId": parent}),
+        )
+    }
+
+    /// A call's answer: its arguments end first if they were still open.
+    fn answer(&mut self, tc: &str, result: &Value) -> Vec<Value> {
+        let mut out = Vec::new();
+        if self.calls.shift_remove(tc) {
+            self.streamed.shift_remove(tc);
+            out.push(json!({"type": "TOOL_CALL_END", "toolCallId": tc}));
+        }
+        self.awaiting.shift_remove(tc);
+        out.push(tool_result(tc, result));
+        out
+    }
+}
