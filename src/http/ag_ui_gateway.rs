@@ -83,7 +83,16 @@ pub async fn run_agent(
         ));
     };
     let turns = ag_ui::input_turns(&input);
-    let first = record(&st, &session.0, turns, "invalid_run_input");
+    // The answer is the run alone: the events after the client's own
+    // messages (which it holds) are in the log, before the agent answers.
+    let mut mark = None;
+    let first = async {
+        record(&st, &session.0, turns, "invalid_run_input").await?;
+        if let Ok(Some(m)) = st.registry.store().meta(&session.0).await {
+            mark = Some((m.head, m.epoch));
+        }
+        Ok(())
+    };
     forward(&st, &session.0, (client, url), bytes, first, Vec::new()).await?;
-    super::streams::ag_ui_response(&st, &caller, session.0, None, true)
+    super::streams::ag_ui_response(&st, &caller, session.0, mark, true)
 }

@@ -160,7 +160,12 @@ pub async fn stream_ag_ui(
 /// honoured from it: the same epoch (or none named), `n` not ahead of the
 /// head. A log trimmed past the cursor is found out by the stream itself
 /// (it answers from the snapshot).
-async fn resumable(st: &AppState, session: &str, n: u64, epoch: Option<&str>) -> Option<(u64, String)> {
+async fn resumable(
+    st: &AppState,
+    session: &str,
+    n: u64,
+    epoch: Option<&str>,
+) -> Option<(u64, String)> {
     let meta = st.registry.store().meta(session).await.ok()??;
     let same = epoch.is_none_or(|e| e == meta.epoch);
     (same && n <= meta.head && !meta.deleted).then_some((n, meta.epoch))

@@ -66,4 +66,3 @@ pub fn response(
             .map(Ok::<_, std::convert::Infallible>);
     super::sse::event_stream(body)
 }
-

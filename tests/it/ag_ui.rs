@@ -374,12 +374,7 @@ async fn a_deleted_session_starts_over_on_the_ag_ui_stream_and_pending_actions_a
         )
         .await;
     assert_eq!(status, 200, "{v}");
-    let mut s = ag_ui_stream(
-        &srv,
-        "ag-del",
-        Some(&format!("{}:1", v["epoch"].as_str().unwrap())),
-    )
-    .await;
+    let mut s = ag_ui_stream(&srv, "ag-del", None).await;
     let head = s.take(4).await;
     let end = &head[3].data;
     assert_eq!(end["type"], "RUN_FINISHED", "{head:?}");
@@ -470,4 +465,113 @@ async fn a_tool_call_streaming_across_a_reconnection_opens_again_with_its_name()
         "the call opens again with its name: {next:?}"
     );
     assert_eq!(next[1].data["type"], "TOOL_CALL_ARGS");
+}
+
+/// The types of the events of `s` up to and including the first `until`.
+async fn types_until(s: &mut crate::common::Sse, until: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    loop {
+        let e = s.next().await.expect("the stream goes on");
+        let done = e.data["type"] == until;
+        out.push(e.data);
+        if done {
+            return out;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_resume_from_a_cursor_in_the_log_sends_only_what_came_after_it() {
+    let srv = TestServer::builder().start().await;
+    let (status, v) = srv
+        .post(
+            "ag-res",
+            &json!([
+                {"type": "RUN_STARTED", "threadId": "th", "runId": "r1"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "Let me "},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "look."},
+                {"type": "TOOL_CALL_START", "toolCallId": "c1", "toolCallName": "search", "parentMessageId": "m1"},
+                {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "{\"q\":"}
+            ]),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let epoch = v["epoch"].as_str().unwrap().to_string();
+    // Resumed after the first text: the run, the message and nothing of the
+    // snapshot; the text it missed once; the call under the segment.
+    srv.post(
+        "ag-res",
+        &json!([{"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": "\"rust\"}"},
+                {"type": "TOOL_CALL_END", "toolCallId": "c1"},
+                {"type": "TOOL_CALL_RESULT", "messageId": "t1", "toolCallId": "c1", "content": "ok"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "Found."},
+                {"type": "RUN_FINISHED", "threadId": "th", "runId": "r1"}]),
+    )
+    .await;
+    let mut s = ag_ui_stream(&srv, "ag-res", Some(&format!("{epoch}:2"))).await;
+    let got = types_until(&mut s, "RUN_FINISHED").await;
+    let types: Vec<&str> = got.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        types,
+        [
+            "RUN_STARTED",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "TOOL_CALL_START",
+            "TOOL_CALL_ARGS",
+            "TOOL_CALL_ARGS",
+            "TOOL_CALL_END",
+            "TOOL_CALL_RESULT",
+            "TEXT_MESSAGE_START",
+            "TEXT_MESSAGE_CONTENT",
+            "TEXT_MESSAGE_END",
+            "RUN_FINISHED"
+        ],
+        "{got:?}"
+    );
+    assert_eq!(got[0]["runId"], "r1");
+    assert_eq!(got[1]["messageId"], "m1");
+    assert_eq!(got[2]["delta"], "look.");
+    assert_eq!(got[4]["parentMessageId"], "m1");
+    assert_eq!(
+        got[9]["messageId"], "m1:1",
+        "the text after the call is a segment of its own"
+    );
+    assert!(got.iter().all(|e| e["timestamp"].is_u64()), "{got:?}");
+    // `?cursor=` is the same as the header; resumed after the call began,
+    // the call opens again with its name and no arguments.
+    let r = srv
+        .http
+        .get(srv.url(&format!("/v1/sessions/ag-res/ag-ui?cursor={epoch}:5")))
+        .send()
+        .await
+        .unwrap();
+    let mut s = crate::common::Sse::from_response(r);
+    let got = types_until(&mut s, "RUN_FINISHED").await;
+    assert_eq!(got[0]["type"], "RUN_STARTED");
+    assert_eq!(got[1]["type"], "TOOL_CALL_START");
+    assert_eq!(got[1]["toolCallName"], "search");
+    assert_eq!(got[2]["type"], "TOOL_CALL_ARGS");
+    assert_eq!(got[2]["delta"], "\"rust\"}");
+    // A cursor the log cannot honour starts from the snapshot: another
+    // epoch, or ahead of the head.
+    for last in ["0123456789abcdef:2".to_string(), format!("{epoch}:99")] {
+        let mut s = ag_ui_stream(&srv, "ag-res", Some(&last)).await;
+        let head = s.take(2).await;
+        assert_eq!(
+            head[1].data["type"], "MESSAGES_SNAPSHOT",
+            "{last}: {head:?}"
+        );
+    }
+    // At the head of a finished run: nothing to send until something happens.
+    let mut s = ag_ui_stream(&srv, "ag-res", Some(&format!("{epoch}:10"))).await;
+    srv.post(
+        "ag-res",
+        &json!({"type": "RUN_STARTED", "threadId": "th", "runId": "r2"}),
+    )
+    .await;
+    let first = s.take(1).await;
+    assert_eq!(first[0].data["type"], "RUN_STARTED");
+    assert_eq!(first[0].data["runId"], "r2");
 }

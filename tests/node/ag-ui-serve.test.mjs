@@ -1,10 +1,13 @@
-// Issue 15 item 2 with the real AG-UI client: `@ag-ui/client` follows a
+// Issues 15 and 32 with the real AG-UI client: `@ag-ui/client` follows a
 // session through `GET /v1/sessions/{id}/ag-ui` (its own SSE parsing,
 // `runHttpRequest` + `transformHttpEventStream`, then its event verifier and
-// event application in `runAgent`). Joining mid-run, the client ends with
-// the messages and state it builds from the producer's own events; cut in
-// the middle of a run and reconnected with `Last-Event-ID`, it ends with
-// every message once. Every event is checked by `@ag-ui/core`'s schemas.
+// event application in `runAgent`). A client joining mid-run and one that
+// followed from the start end with the same messages and state: the
+// producer's, but with the text after the tool call a message of its own
+// (`m1:1`), so that the order the answer was given in is kept. Cut in the
+// middle of a run and reconnected with `Last-Event-ID`, the client gets only
+// what it missed (no MESSAGES_SNAPSHOT) and ends with every message once.
+// Every event is checked by `@ag-ui/core`'s schemas.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { EventType } from '@ag-ui/core';
@@ -56,9 +59,29 @@ async function direct(events) {
   return { messages: agent.messages, state: agent.state };
 }
 
-test('an AG-UI client joining mid-run ends with what the producer\'s own events build', async () => {
+/** What the server's AG-UI stream builds: the producer's messages, the text
+ * after the tool call a segment of its own. */
+const expected = [
+  { id: 'u1', role: 'user', content: 'Weather in Oslo?' },
+  { id: 'm1', role: 'assistant', content: 'Let me look that up.',
+    toolCalls: [{ id: 'call-1', name: 'get_weather', args: { city: 'Oslo' } }] },
+  { id: 'tool-call-1', role: 'tool', content: '{"temp":7}', toolCallId: 'call-1' },
+  { id: 'm1:1', role: 'assistant', content: ' It is 7 degrees.' },
+];
+
+test('a client joining mid-run and one that followed from the start end with the same messages', async () => {
   const sid = `agui-serve-${process.pid}-1`;
   const events = run(sid);
+  // One client follows from the start: it reads the empty session's
+  // closed run, then the producer begins.
+  let ready;
+  const joined = new Promise((r) => { ready = r; });
+  const early = new Follow(server.base, sid, {
+    runId: 'run-1',
+    onEvent: (e) => { if (e.type === EventType.RUN_FINISHED) ready(); },
+  });
+  const following = early.runAgent();
+  await joined;
   await post(server.base, sid, events.slice(0, JOIN));
   const agent = new Follow(server.base, sid);
   let posted;
@@ -68,13 +91,16 @@ test('an AG-UI client joining mid-run ends with what the producer\'s own events 
   };
   await agent.runAgent();
   await posted;
+  await following;
+  assert.deepEqual(said(agent.messages), expected);
+  assert.deepEqual(said(early.messages), said(agent.messages));
   const want = await direct(events);
-  assert.deepEqual(said(agent.messages), said(want.messages));
   assert.deepEqual(agent.state, want.state);
+  assert.deepEqual(early.state, agent.state);
   assert.equal(agent.seen[0].type, EventType.RUN_STARTED);
   assert.equal(agent.seen.at(-1).type, EventType.RUN_FINISHED);
-  // The ids are the projection's cursor ids.
-  assert.ok(agent.seen.length > 5);
+  assert.equal(early.seen.filter((e) => e.type === EventType.RUN_STARTED && e.runId === 'run-1').length, 1);
+  assert.ok(agent.seen.every((e) => Number.isInteger(e.timestamp)), 'every event has its timestamp');
 });
 
 test('an idle session is one closed run: its snapshot between RUN_STARTED and RUN_FINISHED', async () => {
@@ -85,12 +111,12 @@ test('an idle session is one closed run: its snapshot between RUN_STARTED and RU
   await agent.runAgent();
   assert.deepEqual(agent.seen.map((e) => e.type),
     [EventType.RUN_STARTED, EventType.MESSAGES_SNAPSHOT, EventType.STATE_SNAPSHOT, EventType.RUN_FINISHED]);
+  assert.deepEqual(said(agent.messages), expected);
   const want = await direct(events);
-  assert.deepEqual(said(agent.messages), said(want.messages));
   assert.deepEqual(agent.state, want.state);
 });
 
-test('cut mid-run and reconnected with Last-Event-ID: every message once', async () => {
+test('cut mid-run and reconnected with Last-Event-ID: only what was missed, every message once', async () => {
   const sid = `agui-serve-${process.pid}-3`;
   const events = run(sid);
   await post(server.base, sid, events.slice(0, JOIN));
@@ -110,22 +136,23 @@ test('cut mid-run and reconnected with Last-Event-ID: every message once', async
   // Meanwhile the run goes on: the tool call.
   await post(server.base, sid, events.slice(JOIN, JOIN + 4));
   // The client reconnects, saying what it read last; it keeps what it had.
-  // Once it holds the new snapshot, the rest of the run streams live: the
-  // message it holds goes on.
+  // Once it has the tool's result, the rest of the run streams live.
   let posted;
   const again = new Follow(server.base, sid, {
     lastEventId: lastId,
     onEvent: (e) => {
-      if (e.type === EventType.STATE_SNAPSHOT && !posted) posted = post(server.base, sid, events.slice(JOIN + 4));
+      if (e.type === EventType.TOOL_CALL_RESULT && !posted) posted = post(server.base, sid, events.slice(JOIN + 4));
     },
   });
   again.messages = held;
   await again.runAgent();
   await posted;
+  const kinds = again.seen.map((e) => e.type);
+  assert.ok(!kinds.includes(EventType.MESSAGES_SNAPSHOT), kinds.join());
+  assert.equal(kinds[0], EventType.RUN_STARTED);
   assert.ok(again.seen.some((e) => e.type === EventType.TEXT_MESSAGE_CONTENT && e.delta === ' It is 7 degrees.'),
     'the rest of the run came live');
+  assert.deepEqual(said(again.messages), expected, 'nothing lost, nothing twice');
   const want = await direct(events);
-  assert.deepEqual(said(again.messages), said(want.messages), 'nothing lost, nothing twice');
-  assert.equal(again.messages.filter((m) => m.id === 'm1').length, 1);
   assert.deepEqual(again.state, want.state);
 });

@@ -200,12 +200,8 @@ pub(super) fn messages(ms: &[Message], books: &mut Books) -> Vec<Value> {
                     ..
                 } => {
                     let parent = segs.tool(mid);
-                    books
-                        .parents
-                        .insert(tool_call_id.clone(), parent.clone());
-                    books
-                        .names
-                        .insert(tool_call_id.clone(), tool_name.clone());
+                    books.parents.insert(tool_call_id.clone(), parent.clone());
+                    books.names.insert(tool_call_id.clone(), tool_name.clone());
                     let k = *at.entry(parent.clone()).or_insert_with(|| {
                         out.push(owned(json!({"id": parent, "role": "assistant"})));
                         out.len() - 1
@@ -247,8 +243,10 @@ pub(super) fn messages(ms: &[Message], books: &mut Books) -> Vec<Value> {
         // message that called the tool and the results already there.
         for (tc, r) in results {
             let t = tool_result(&tc, &r);
-            let msg = owned(json!({"id": t["messageId"], "role": "tool", "toolCallId": tc,
-                                   "content": t["content"]}));
+            let msg = owned(
+                json!({"id": t["messageId"], "role": "tool", "toolCallId": tc,
+                                   "content": t["content"]}),
+            );
             let caller = out.iter().rposition(|o| {
                 o["toolCalls"]
                     .as_array()

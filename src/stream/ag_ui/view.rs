@@ -9,9 +9,7 @@ use indexmap::{IndexMap, IndexSet};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::shapes::{
-    interrupt, messages, reasoning_id, role_name, tool_result, Books, Segments,
-};
+use super::shapes::{interrupt, messages, reasoning_id, role_name, tool_result, Books, Segments};
 use crate::frame::{Frame, FrameKind};
 use crate::projection::{Message, Role};
 
@@ -26,6 +24,9 @@ pub(super) struct View {
     mute_until: Option<u64>,
     /// The run open on this connection.
     run: Option<String>,
+    /// Whether that run is one this connection opened for facts outside
+    /// any run of the runtime's.
+    synthetic: bool,
     /// The run id the runtime surface says.
     run_id: Option<String>,
     /// Open AG-UI text messages -> the session message they belong to.
@@ -135,7 +136,13 @@ impl View {
             }
         };
         events.extend(more);
-        if muted || events.is_empty() {
+        if muted {
+            // A run that ended before the client's cursor ended on its
+            // earlier connection, not on this one.
+            self.ended = false;
+            return None;
+        }
+        if events.is_empty() {
             return None;
         }
         let at = at.unwrap_or_else(crate::store::now_ms);
@@ -165,6 +172,15 @@ impl View {
         let Some(run) = self.run.clone() else {
             return Vec::new();
         };
+        let idle = self.texts.is_empty()
+            && self.reasoning.is_empty()
+            && self.calls.is_empty()
+            && self.steps.is_empty();
+        if self.synthetic && idle {
+            // Nothing of it is open: the next fact opens a run of its own.
+            self.run = None;
+            return Vec::new();
+        }
         let mut out = vec![json!({"type": "RUN_STARTED", "threadId": self.thread, "runId": run})];
         for (id, mid) in &self.texts {
             let role = role_name(self.books.roles.get(mid).copied());
@@ -233,14 +249,17 @@ impl View {
             .into_iter()
             .filter(|(_, a)| a.get("status").and_then(Value::as_str) == Some("pending"))
             .collect();
-        let status = runtime.get("status").and_then(Value::as_str).unwrap_or("idle");
+        let status = runtime
+            .get("status")
+            .and_then(Value::as_str)
+            .unwrap_or("idle");
         let active = ACTIVE.contains(&status);
         let run = match (&self.run_id, active) {
-            (Some(r), true) => r.clone(),
-            _ => self.synthetic(s.cursor.unwrap_or(0)),
+            (Some(r), true) => Some(r.clone()),
+            _ => None,
         };
         let msgs = messages(&s.state.messages, &mut self.books);
-        out.push(self.run_started(run));
+        out.push(self.run_started(run, s.cursor.unwrap_or(0)));
         out.push(json!({"type": "MESSAGES_SNAPSHOT", "messages": msgs}));
         let app = if s.state.app.is_object() {
             s.state.app
@@ -260,14 +279,17 @@ impl View {
         format!("{}:{cursor}", self.thread)
     }
 
-    fn run_started(&mut self, run: String) -> Value {
+    /// Open a run: the runtime's `run`, else a synthetic one named after
+    /// the frame at `cursor`.
+    fn run_started(&mut self, run: Option<String>, cursor: u64) -> Value {
+        self.synthetic = run.is_none();
+        let run = run.unwrap_or_else(|| self.synthetic(cursor));
         self.run = Some(run.clone());
         json!({"type": "RUN_STARTED", "threadId": self.thread, "runId": run})
     }
 
     /// `RUN_FINISHED`; pending actions make it an interrupt.
     fn run_finished(&mut self) -> Value {
-        self.ended = true;
         let run = self.run.take().unwrap_or_else(|| self.thread.clone());
         let mut e = json!({"type": "RUN_FINISHED", "threadId": self.thread, "runId": run});
         if !self.pending.is_empty() {
@@ -355,26 +377,18 @@ impl View {
                 out.extend(self.close_all());
                 out.push(self.run_finished());
             }
-            let run = self
-                .run_id
-                .clone()
-                .unwrap_or_else(|| self.synthetic(d.cursor));
-            out.push(self.run_started(run));
+            out.push(self.run_started(self.run_id.clone(), d.cursor));
         } else if self.run.is_none() && !body.is_empty() {
-            let run = if ends_run {
-                self.run_id.clone()
-            } else {
-                None
-            };
-            let run = run.unwrap_or_else(|| self.synthetic(d.cursor));
-            out.push(self.run_started(run));
+            let run = if ends_run { self.run_id.clone() } else { None };
+            out.push(self.run_started(run, d.cursor));
         }
         out.extend(body);
         if ends_run && self.run.is_some() {
+            // A run of the runtime's ended (what a gateway's answer waits for).
+            self.ended = true;
             out.extend(self.close_all());
             if class == "run.failed" {
                 self.run = None;
-                self.ended = true;
                 let message = self.failure.take().unwrap_or_else(|| "run failed".into());
                 let mut e = json!({"type": "RUN_ERROR", "message": message});
                 if let Some(code) = &self.failure_code {
@@ -438,7 +452,10 @@ impl View {
                 let tc = s("toolCallId");
                 out.extend(self.open_call(mid, &tc, ""));
                 self.streamed.insert(tc.clone());
-                out.push(json!({"type": "TOOL_CALL_ARGS", "toolCallId": tc, "delta": s("inputTextDelta")}));
+                let delta = s("inputTextDelta");
+                if !delta.is_empty() {
+                    out.push(json!({"type": "TOOL_CALL_ARGS", "toolCallId": tc, "delta": delta}));
+                }
             }
             "tool-input-available" => {
                 let tc = s("toolCallId");

@@ -25,7 +25,9 @@ export class Follow extends AbstractAgent {
         this.seen.push(e);
         this.options.onEvent?.(e, this);
       }),
-      takeWhile((e) => e.type !== EventType.RUN_FINISHED && e.type !== EventType.RUN_ERROR, true),
+      // Until a run ends (`options.runId`: that run).
+      takeWhile((e) => !((e.type === EventType.RUN_FINISHED || e.type === EventType.RUN_ERROR)
+        && (!this.options.runId || e.runId === this.options.runId)), true),
     );
   }
 }
