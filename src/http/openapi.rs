@@ -5,7 +5,8 @@
 
 use axum::routing::get;
 use axum::{Json, Router};
-use utoipa::OpenApi;
+use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
 
 use super::{
     ag_ui_gateway, chat, controls, index, ingest, messages, mux, ops, sessions, streams, AppState,
@@ -18,8 +19,11 @@ use crate::session::{IngestOutcome, Warning};
     info(
         title = "agent-projector",
         description = "Ingest AI agent runtime facts, project one read model per session, and stream it as Vercel AI SDK UIMessageChunk deltas over SSE and WebSocket with replay from any cursor. Wire contract: docs/PROTOCOL.md; frame shapes: docs/FRAMES.md.",
-        license(name = "Apache-2.0")
+        contact(name = "agent-projector maintainers"),
+        license(name = "Apache-2.0", identifier = "Apache-2.0")
     ),
+    servers((url = "http://127.0.0.1:8080", description = "The default listen address (`server.listen`); a deployment serves the same paths at its own origin")),
+    modifiers(&SecuritySchemes),
     paths(
         ingest::post_events,
         sessions::list_sessions,
@@ -54,6 +58,118 @@ use crate::session::{IngestOutcome, Warning};
     )
 )]
 struct ApiDoc;
+
+/// The three ways a JWT reaches the server (`auth.mode = "jwt"`,
+/// src/http/auth.rs): each operation's `security` names them as
+/// alternatives (see `ACCESS`).
+struct SecuritySchemes;
+
+impl Modify for SecuritySchemes {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        let mut bearer = HttpBuilder::new()
+            .scheme(HttpAuthScheme::Bearer)
+            .bearer_format("JWT")
+            .build();
+        bearer.description = Some("`Authorization: Bearer <JWT>`: HS256, RS256 or ES256 (by `kid`), with `sub`, `exp`, `sessions` (ids or `prefix/*` patterns) and `scope` (`publish`, `subscribe`, `control`, `admin`)".into());
+        components.add_security_scheme("bearerJwt", SecurityScheme::Http(bearer));
+        components.add_security_scheme(
+            "cookieJwt",
+            SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
+                "projector_token",
+                "The same JWT in a cookie, for EventSource and WebSocket, which cannot set headers (the name is `auth.cookie_name`, by default `projector_token`)",
+            ))),
+        );
+        components.add_security_scheme(
+            "queryJwt",
+            SecurityScheme::ApiKey(ApiKey::Query(ApiKeyValue::with_description(
+                "access_token",
+                "The same JWT as `?access_token=`, for EventSource and WebSocket, which cannot set headers (request logs never record the query)",
+            ))),
+        );
+    }
+}
+
+/// What each operation needs when `auth.mode = "jwt"`, as `caller.require`
+/// checks it in its handler (docs/SECURITY.md): `None` for the public
+/// routes, else what the token must allow. `complete` turns it into the
+/// operation's `security` and a line of its description, and panics on an
+/// operation that is not here.
+const ACCESS: &[(&str, Option<&str>)] = &[
+    ("get_healthz", None),
+    ("get_readyz", None),
+    ("get_openapi", None),
+    ("get_metrics", Some("the `admin` scope")),
+    (
+        "post_events",
+        Some("the `publish` scope, and the session in its `sessions` claim"),
+    ),
+    ("list_sessions", Some("the `admin` scope")),
+    (
+        "delete_session",
+        Some("the `admin` scope, and the session in its `sessions` claim"),
+    ),
+    (
+        "get_snapshot",
+        Some("the `subscribe` scope, and the session in its `sessions` claim"),
+    ),
+    (
+        "get_events",
+        Some("the `subscribe` scope, and the session in its `sessions` claim"),
+    ),
+    (
+        "get_messages",
+        Some("the `subscribe` scope, and the session in its `sessions` claim"),
+    ),
+    (
+        "post_action",
+        Some("the `control` scope, and the session in its `sessions` claim"),
+    ),
+    (
+        "post_control",
+        Some("the `control` scope, and the session in its `sessions` claim"),
+    ),
+    (
+        "stream_sse",
+        Some("the `subscribe` scope, and the session in its `sessions` claim; the stream ends with a `reset` (`token_expired`) at the token's `exp`"),
+    ),
+    (
+        "stream_ws",
+        Some("the `subscribe` scope, and the session in its `sessions` claim; the stream ends with a `reset` (`token_expired`) at the token's `exp`"),
+    ),
+    (
+        "stream_message",
+        Some("the `subscribe` scope, and the session in its `sessions` claim"),
+    ),
+    (
+        "resume_chat",
+        Some("the `subscribe` scope, and the session in its `sessions` claim"),
+    ),
+    (
+        "stream_ag_ui",
+        Some("the `subscribe` scope, and the session in its `sessions` claim"),
+    ),
+    (
+        "streams_sse",
+        Some("the `subscribe` scope, and every session asked for in its `sessions` claim"),
+    ),
+    (
+        "streams_ws",
+        Some("the `subscribe` scope, and every session subscribed to in its `sessions` claim"),
+    ),
+    (
+        "index_stream",
+        Some("the `subscribe` scope; the index shows only the sessions its `sessions` claim covers"),
+    ),
+    (
+        "run_agent",
+        Some("the `publish` and `subscribe` scopes, and the session in its `sessions` claim"),
+    ),
+    (
+        "post_chat",
+        Some("the `publish` and `subscribe` scopes, and the chat's session in its `sessions` claim; `control` too when no upstream route is configured (the request is relayed to the session's runtime)"),
+    ),
+];
 
 pub(super) fn router() -> Router<AppState> {
     Router::new().route("/openapi.json", get(get_openapi))
@@ -110,8 +226,11 @@ fn complete(doc: &mut serde_json::Value) {
                "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}}})
     };
     let paths = doc["paths"].as_object_mut().expect("paths");
+    let mut operations = 0;
     for (path, item) in paths.iter_mut() {
         for (method, op) in item.as_object_mut().expect("path item").iter_mut() {
+            declare_access(op);
+            operations += 1;
             let responses = op["responses"].as_object_mut().expect("responses");
             let mut add = |status: &str, what: &str| {
                 responses.entry(status).or_insert_with(|| problem(what));
@@ -157,6 +276,11 @@ fn complete(doc: &mut serde_json::Value) {
             }
         }
     }
+    assert_eq!(
+        operations,
+        ACCESS.len(),
+        "openapi::ACCESS names an operation the document does not have"
+    );
     let events =
         &mut doc["paths"]["/v1/sessions/{session_id}/events"]["post"]["requestBody"]["content"];
     *events = json!({
@@ -174,6 +298,32 @@ fn complete(doc: &mut serde_json::Value) {
     }
     doc["paths"]["/v1/sessions/{session_id}/snapshot"]["get"]["responses"]["200"]["content"]
         ["application/json"]["schema"] = json!({"$ref": "#/components/schemas/SnapshotFrame"});
+    // The messages of the WebSockets, under their `101`: the content after
+    // the switch is WebSocket text messages, one JSON value each (the HTTP
+    // response itself has no body).
+    for (path, schema) in [
+        (
+            "/v1/sessions/{session_id}/ws",
+            json!({"$ref": "#/components/schemas/Frame"}),
+        ),
+        (
+            "/v1/sessions/stream",
+            json!({"$ref": "#/components/schemas/IndexEvent"}),
+        ),
+        (
+            "/v1/streams/ws",
+            json!({"oneOf": [
+                {"$ref": "#/components/schemas/MuxFrame"},
+                {"$ref": "#/components/schemas/MuxControl"}
+            ]}),
+        ),
+    ] {
+        let r = &mut doc["paths"][path]["get"]["responses"]["101"];
+        let d = r["description"].as_str().unwrap_or_default().to_string();
+        let d = d.trim_end_matches('.');
+        r["description"] = format!("{d}. The content is that of each WebSocket text message after the switch; the 101 response has no body.").into();
+        r["content"] = json!({"application/json": {"schema": schema}});
+    }
     // The AG-UI streams, event by event as an SSE client reads them.
     doc["components"]["schemas"]["AgUiSseEvent"] = json!({
         "type": "object",
@@ -186,6 +336,31 @@ fn complete(doc: &mut serde_json::Value) {
         doc["paths"]["/v1/sessions/{session_id}/ag-ui"][method]["responses"]["200"]["content"]
             ["text/event-stream"]["schema"] = json!({"$ref": "#/components/schemas/AgUiSseEvent"});
     }
+}
+
+/// The operation's `security` and a last paragraph of its description,
+/// from `ACCESS`.
+fn declare_access(op: &mut serde_json::Value) {
+    use serde_json::json;
+    let id = op["operationId"].as_str().expect("operationId").to_string();
+    let Some((_, access)) = ACCESS.iter().find(|(op_id, _)| *op_id == id) else {
+        panic!("operation `{id}` is not in openapi::ACCESS: say what it needs with auth.mode = \"jwt\"");
+    };
+    let words = match access {
+        None => {
+            op["security"] = json!([]);
+            "Auth: none; this route is public even with `auth.mode = \"jwt\"`.".to_string()
+        }
+        Some(needs) => {
+            op["security"] = json!([{"bearerJwt": []}, {"cookieJwt": []}, {"queryJwt": []}]);
+            format!("Auth: with `auth.mode = \"jwt\"`, a token (bearer header, `projector_token` cookie or `?access_token=`) with {needs}; `admin` implies every scope.")
+        }
+    };
+    op["description"] = match op["description"].as_str() {
+        Some(d) if !d.is_empty() => format!("{d}\n\n{words}"),
+        _ => words,
+    }
+    .into();
 }
 
 /// The frames of the session streams (docs/FRAMES.md), as JSON Schema.

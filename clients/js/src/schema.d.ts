@@ -354,11 +354,18 @@ export type EventEnvelope = ({
   payload?: {
     [key: string]: unknown;
   };
+  /** Agent UI refs: an object or an array */
   refs?: {
     [key: string]: unknown;
   } | unknown[];
   [key: string]: unknown;
-}) & ({ type: string } | { eventClass: string } | { kind: string });
+}) & ({
+  type: string;
+} | {
+  eventClass: string;
+} | {
+  kind: string;
+});
 
 export type EventBody = EventEnvelope | EventEnvelope[];
 

@@ -68,13 +68,18 @@ pub fn envelope_schema() -> Value {
     );
     props.insert(
         "refs".into(),
-        serde_json::json!({"type": ["object", "array"]}),
+        serde_json::json!({"description": "Agent UI refs: an object or an array", "anyOf": [
+            {"type": "object", "additionalProperties": true},
+            {"type": "array", "items": {}}
+        ]}),
     );
     serde_json::json!({
         "type": "object",
         "description": "One runtime event: the Agent UI envelope (`type`, ...) or the Lime envelope (`eventClass`, ...). Unknown classes are accepted; extension fields are kept (redacted).",
         "properties": props,
-        "anyOf": [{"required": ["type"]}, {"required": ["eventClass"]}, {"required": ["kind"]}],
+        "anyOf": (["type", "eventClass", "kind"].map(|k| serde_json::json!({
+            "required": [k], "properties": {k: {"type": "string"}}
+        }))),
         "additionalProperties": true
     })
 }
