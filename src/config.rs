@@ -220,6 +220,9 @@ pub struct StreamConfig {
     pub replay_page: usize,
     pub index_buffer: usize,
     pub index_snapshot_max: usize,
+    /// Most events an AG-UI reconnection reads (without sending them) to
+    /// stand where its client stood; past it, it starts from the snapshot.
+    pub ag_ui_resume_events: u64,
 }
 
 /// `[http]`

@@ -89,7 +89,11 @@ pub async fn run_agent(
     let first = async {
         record(&st, &session.0, turns, "invalid_run_input").await?;
         if let Ok(Some(m)) = st.registry.store().meta(&session.0).await {
-            mark = Some((m.head, m.epoch));
+            mark = Some(super::streams::Resume {
+                from: m.first.saturating_sub(1),
+                after: m.head,
+                epoch: m.epoch,
+            });
         }
         Ok(())
     };

@@ -158,17 +158,27 @@ pub async fn stream_ag_ui(
 
 /// The log's epoch when a resume after cursor `n` of `epoch` can be
 /// honoured from it: the same epoch (or none named), `n` not ahead of the
-/// head. A log trimmed past the cursor is found out by the stream itself
-/// (it answers from the snapshot).
-async fn resumable(
-    st: &AppState,
-    session: &str,
-    n: u64,
-    epoch: Option<&str>,
-) -> Option<(u64, String)> {
+/// head, and at most `[stream] ag_ui_resume_events` events to read up to
+/// it. A log trimmed past the cursor is found out by the stream itself (it
+/// answers from the snapshot).
+async fn resumable(st: &AppState, session: &str, n: u64, epoch: Option<&str>) -> Option<Resume> {
     let meta = st.registry.store().meta(session).await.ok()??;
     let same = epoch.is_none_or(|e| e == meta.epoch);
-    (same && n <= meta.head && !meta.deleted).then_some((n, meta.epoch))
+    let from = meta.first.saturating_sub(1);
+    let within = n.saturating_sub(from) <= st.cfg.stream.ag_ui_resume_events;
+    (same && n <= meta.head && !meta.deleted && within).then_some(Resume {
+        from,
+        after: n,
+        epoch: meta.epoch,
+    })
+}
+
+/// Where an AG-UI stream resumes: the log is read from `from` (where the
+/// epoch's log begins), frames up to `after` only move the view.
+pub(super) struct Resume {
+    pub from: u64,
+    pub after: u64,
+    pub epoch: String,
 }
 
 /// The session's AG-UI stream for an authorised caller within the stream
@@ -179,18 +189,18 @@ pub(super) fn ag_ui_response(
     st: &AppState,
     caller: &Caller,
     session: String,
-    resume: Option<(u64, String)>,
+    resume: Option<Resume>,
     until_run_end: bool,
 ) -> Result<Response, Problem> {
     let slot = st.limits.subscribe(&session)?;
     let (from, after) = match resume {
         // The log from its start: the view reads it up to the cursor.
-        Some((n, epoch)) => (
+        Some(r) => (
             StartAt {
-                cursor: Some(0),
-                epoch: Some(epoch),
+                cursor: Some(r.from),
+                epoch: Some(r.epoch),
             },
-            Some(n),
+            Some(r.after),
         ),
         None => (StartAt::default(), None),
     };

@@ -575,3 +575,33 @@ async fn a_resume_from_a_cursor_in_the_log_sends_only_what_came_after_it() {
     assert_eq!(first[0].data["type"], "RUN_STARTED");
     assert_eq!(first[0].data["runId"], "r2");
 }
+
+#[tokio::test]
+async fn a_resume_past_the_read_limit_starts_from_the_snapshot() {
+    let srv = TestServer::builder()
+        .config(|c| c.stream.ag_ui_resume_events = 3)
+        .start()
+        .await;
+    let (_, v) = srv
+        .post(
+            "ag-lim",
+            &json!([
+                {"type": "RUN_STARTED", "threadId": "th", "runId": "r1"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "a"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "b"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "c"},
+                {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m1", "delta": "d"}
+            ]),
+        )
+        .await;
+    let epoch = v["epoch"].as_str().unwrap();
+    // Three events to read: resumed.
+    let mut s = ag_ui_stream(&srv, "ag-lim", Some(&format!("{epoch}:3"))).await;
+    let head = s.take(3).await;
+    assert_eq!(head[1].data["type"], "TEXT_MESSAGE_START", "{head:?}");
+    assert_eq!(head[2].data["delta"], "c");
+    // Four: from the snapshot.
+    let mut s = ag_ui_stream(&srv, "ag-lim", Some(&format!("{epoch}:4"))).await;
+    let head = s.take(2).await;
+    assert_eq!(head[1].data["type"], "MESSAGES_SNAPSHOT", "{head:?}");
+}
