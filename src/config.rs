@@ -8,11 +8,13 @@ use figment::providers::{Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+mod stream;
 mod telemetry;
 mod upstream;
 
 use crate::allowlist::{http_url, AllowedHost};
 use crate::projection::ProjectionConfig;
+pub use stream::StreamConfig;
 pub use telemetry::TelemetryConfig;
 pub use upstream::UpstreamConfig;
 
@@ -209,20 +211,6 @@ impl RedisConfig {
     pub fn url(&self) -> &str {
         &self.url.0
     }
-}
-
-/// `[stream]`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StreamConfig {
-    pub heartbeat_secs: u64,
-    pub live_buffer: usize,
-    pub replay_page: usize,
-    pub index_buffer: usize,
-    pub index_snapshot_max: usize,
-    /// Most events an AG-UI reconnection reads (without sending them) to
-    /// stand where its client stood; past it, it starts from the snapshot.
-    pub ag_ui_resume_events: u64,
 }
 
 /// `[http]`

@@ -3,6 +3,9 @@
 //! reading, the store) and the schemas of events and frames. The committed
 //! `openapi/openapi.json` is checked against it by a test.
 
+mod access;
+
+use access::{declare_access, ACCESS};
 use axum::routing::get;
 use axum::{Json, Router};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
@@ -89,87 +92,6 @@ impl Modify for SecuritySchemes {
         );
     }
 }
-
-/// What each operation needs when `auth.mode = "jwt"`, as `caller.require`
-/// checks it in its handler (docs/SECURITY.md): `None` for the public
-/// routes, else what the token must allow. `complete` turns it into the
-/// operation's `security` and a line of its description, and panics on an
-/// operation that is not here.
-const ACCESS: &[(&str, Option<&str>)] = &[
-    ("get_healthz", None),
-    ("get_readyz", None),
-    ("get_openapi", None),
-    ("get_metrics", Some("the `admin` scope")),
-    (
-        "post_events",
-        Some("the `publish` scope, and the session in its `sessions` claim"),
-    ),
-    ("list_sessions", Some("the `admin` scope")),
-    (
-        "delete_session",
-        Some("the `admin` scope, and the session in its `sessions` claim"),
-    ),
-    (
-        "get_snapshot",
-        Some("the `subscribe` scope, and the session in its `sessions` claim"),
-    ),
-    (
-        "get_events",
-        Some("the `subscribe` scope, and the session in its `sessions` claim"),
-    ),
-    (
-        "get_messages",
-        Some("the `subscribe` scope, and the session in its `sessions` claim"),
-    ),
-    (
-        "post_action",
-        Some("the `control` scope, and the session in its `sessions` claim"),
-    ),
-    (
-        "post_control",
-        Some("the `control` scope, and the session in its `sessions` claim"),
-    ),
-    (
-        "stream_sse",
-        Some("the `subscribe` scope, and the session in its `sessions` claim; the stream ends with a `reset` (`token_expired`) at the token's `exp`"),
-    ),
-    (
-        "stream_ws",
-        Some("the `subscribe` scope, and the session in its `sessions` claim; the stream ends with a `reset` (`token_expired`) at the token's `exp`"),
-    ),
-    (
-        "stream_message",
-        Some("the `subscribe` scope, and the session in its `sessions` claim"),
-    ),
-    (
-        "resume_chat",
-        Some("the `subscribe` scope, and the session in its `sessions` claim"),
-    ),
-    (
-        "stream_ag_ui",
-        Some("the `subscribe` scope, and the session in its `sessions` claim"),
-    ),
-    (
-        "streams_sse",
-        Some("the `subscribe` scope, and every session asked for in its `sessions` claim"),
-    ),
-    (
-        "streams_ws",
-        Some("the `subscribe` scope, and every session subscribed to in its `sessions` claim"),
-    ),
-    (
-        "index_stream",
-        Some("the `subscribe` scope; the index shows only the sessions its `sessions` claim covers"),
-    ),
-    (
-        "run_agent",
-        Some("the `publish` and `subscribe` scopes, and the session in its `sessions` claim"),
-    ),
-    (
-        "post_chat",
-        Some("the `publish` and `subscribe` scopes, and the chat's session in its `sessions` claim; `control` too when no upstream route is configured (the request is relayed to the session's runtime)"),
-    ),
-];
 
 pub(super) fn router() -> Router<AppState> {
     Router::new().route("/openapi.json", get(get_openapi))
@@ -336,31 +258,6 @@ fn complete(doc: &mut serde_json::Value) {
         doc["paths"]["/v1/sessions/{session_id}/ag-ui"][method]["responses"]["200"]["content"]
             ["text/event-stream"]["schema"] = json!({"$ref": "#/components/schemas/AgUiSseEvent"});
     }
-}
-
-/// The operation's `security` and a last paragraph of its description,
-/// from `ACCESS`.
-fn declare_access(op: &mut serde_json::Value) {
-    use serde_json::json;
-    let id = op["operationId"].as_str().expect("operationId").to_string();
-    let Some((_, access)) = ACCESS.iter().find(|(op_id, _)| *op_id == id) else {
-        panic!("operation `{id}` is not in openapi::ACCESS: say what it needs with auth.mode = \"jwt\"");
-    };
-    let words = match access {
-        None => {
-            op["security"] = json!([]);
-            "Auth: none; this route is public even with `auth.mode = \"jwt\"`.".to_string()
-        }
-        Some(needs) => {
-            op["security"] = json!([{"bearerJwt": []}, {"cookieJwt": []}, {"queryJwt": []}]);
-            format!("Auth: with `auth.mode = \"jwt\"`, a token (bearer header, `projector_token` cookie or `?access_token=`) with {needs}; `admin` implies every scope.")
-        }
-    };
-    op["description"] = match op["description"].as_str() {
-        Some(d) if !d.is_empty() => format!("{d}\n\n{words}"),
-        _ => words,
-    }
-    .into();
 }
 
 /// The frames of the session streams (docs/FRAMES.md), as JSON Schema.
