@@ -9,17 +9,20 @@ WORKDIR /src
 # whose targets are missing; they are not built).
 COPY Cargo.toml Cargo.lock ./
 COPY benches ./benches
-RUN mkdir -p src config && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
-    && touch config/default.toml \
+# The workspace's pure core crate: its manifest now, its sources below.
+COPY crates/projector-core/Cargo.toml ./crates/projector-core/
+RUN mkdir -p src config crates/projector-core/src && echo 'fn main() {}' > src/main.rs \
+    && touch src/lib.rs crates/projector-core/src/lib.rs config/default.toml \
     && cargo build --release --locked \
-    && rm -rf src
+    && rm -rf src crates/projector-core/src
 COPY config ./config
 # The viewer page and the JavaScript client's modules (served at /client/)
 # are compiled into the binary (include_str!).
 COPY assets ./assets
 COPY clients/js/src ./clients/js/src
+COPY crates ./crates
 COPY src ./src
-RUN touch src/main.rs src/lib.rs && cargo build --release --locked
+RUN touch src/main.rs src/lib.rs crates/projector-core/src/lib.rs && cargo build --release --locked
 
 FROM debian:bookworm-slim
 RUN useradd --system --uid 10001 --user-group --home-dir /nonexistent --shell /usr/sbin/nologin projector \

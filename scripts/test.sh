@@ -9,11 +9,12 @@ cd "$(dirname "$0")/.."
 
 # Code shape first: formatted, and clippy-clean under the lints of Cargo.toml.
 cargo fmt --all -- --check
-cargo clippy --locked --all-targets -- -D warnings
+cargo clippy --locked --workspace --all-targets -- -D warnings
 # The API docs build without a broken link (lib.rs and every module's //! line).
-RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps --quiet
 
-cargo test --locked --all-targets
+# The workspace: the server and its pure core (crates/projector-core).
+cargo test --locked --workspace --all-targets
 
 # The Python packages the suites use (third-party clients: `websockets`,
 # schemathesis, AG-UI's Python SDK, LangGraph), in a virtualenv of their own

@@ -20,26 +20,25 @@
 //! - [`control`]: the relay of decisions and run controls to runtimes.
 //! - [`stream`]: the one replay-then-live machine; SSE, WebSocket and AI SDK
 //!   message streams are views over it.
-//! - [`http`]: routers per resource, extractors, limits, operations and the
-//!   OpenAPI document ([`openapi`], generated from the handlers).
+//! - [`http`]: routers per resource, extractors, limits, operations, the
+//!   OpenAPI document ([`openapi`], generated from the handlers) and
+//!   [`http::error`] (`Problem`, the problem+json error type).
 //! - `serve`: the HTTP/1.1 server: event-stream connections served on their
 //!   own (no HTTP buffers while idle), every other connection by hyper.
-//! - [`error`]: `Problem`, the problem+json error type.
 //!
 //! Dependencies point one way: http -> session -> projection/store; event
 //! and projection know nothing about HTTP; no module imports one that
 //! imports it back. docs/ARCHITECTURE.md maps every room.
 #![forbid(unsafe_code)]
 
+// The pure core (crates/projector-core), under the names the server uses.
+pub use projector_core::{event, frame, projection};
+
 pub mod allowlist;
 pub mod config;
 pub mod control;
-pub mod error;
-pub mod event;
-pub mod frame;
 pub mod http;
 pub use http::openapi;
-pub mod projection;
 mod serve;
 pub mod session;
 pub mod store;

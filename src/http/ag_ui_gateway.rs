@@ -17,9 +17,9 @@ use tracing::instrument;
 
 use super::auth::{Caller, Scope};
 use super::chat::{forward, record};
+use super::error::Problem;
 use super::extract::{read_body, reject_duplicate_keys};
 use super::{AppState, SessionId};
-use crate::error::Problem;
 use crate::event::ag_ui;
 
 /// Largest `RunAgentInput` (it carries the whole conversation).

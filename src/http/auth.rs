@@ -16,9 +16,9 @@ use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
+use super::error::Problem;
 use super::AppState;
 use crate::config::{AuthConfig, AuthMode};
-use crate::error::Problem;
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

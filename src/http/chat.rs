@@ -23,13 +23,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::{instrument, warn};
 
 use super::auth::{Caller, Scope};
+use super::error::Problem;
 use super::extract::{read_body, reject_duplicate_keys, valid_session_id};
 use super::ingest_stream::{self, Reading};
 use super::AppState;
 use crate::config::Config;
-use crate::error::Problem;
 use crate::event::normalize;
 use crate::session::{IncomingEvent, MessagePick};
+use crate::stream::StartAt;
 
 /// Largest chat request body (the whole conversation is in it).
 const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -282,9 +283,26 @@ async fn via_runtime(
             "neither an [upstream] chat_url nor a runtime's control URL is known for this chat",
         )
     })?;
-    // Follow the session before anything is relayed, so that no start of
-    // the runtime's answer slips by.
-    let mut sub = st.registry.subscribe(session, None, None).await?;
+    // The session from its head now, before anything is relayed: the one
+    // replay-then-live machine then gives every frame after it, so no start
+    // of the runtime's answer slips by (a lagging feed is caught up from
+    // the store, never skipped).
+    let from = match st.registry.store().meta(session).await {
+        Ok(Some(m)) => StartAt {
+            cursor: Some(m.head),
+            epoch: Some(m.epoch),
+        },
+        _ => StartAt {
+            cursor: Some(0),
+            epoch: None,
+        },
+    };
+    let mut frames = Box::pin(crate::stream::frames(
+        st.registry.clone(),
+        session.to_string(),
+        from,
+        st.cfg.stream.replay_page,
+    ));
     let messages = request.get("messages").and_then(Value::as_array);
     let last = messages.and_then(|m| m.last());
     let mut continuing = None;
@@ -334,7 +352,7 @@ async fn via_runtime(
     let feed = match pick {
         Some(f) => f,
         None => {
-            let id = tokio::time::timeout(wait, next_assistant_start(&mut sub.rx))
+            let id = tokio::time::timeout(wait, next_assistant_start(&mut frames))
                 .await
                 .ok()
                 .flatten()
@@ -355,7 +373,7 @@ async fn via_runtime(
                 .ok_or_else(|| Problem::not_found(format!("message {id} is gone")))?
         }
     };
-    drop(sub);
+    drop(frames);
     let slot = st.limits.subscribe(session)?;
     Ok(super::streams::ui_response(
         st,
@@ -366,16 +384,13 @@ async fn via_runtime(
     ))
 }
 
-/// The id of the next assistant message that starts in the session's feed.
+/// The id of the next assistant message that starts in the session's
+/// frames (`None` when they end).
 async fn next_assistant_start(
-    rx: &mut tokio::sync::broadcast::Receiver<crate::frame::SharedFrame>,
+    frames: &mut (impl futures_util::Stream<Item = crate::frame::SharedFrame> + Unpin),
 ) -> Option<String> {
-    loop {
-        let f = match rx.recv().await {
-            Ok(f) => f,
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-            Err(_) => return None,
-        };
+    use futures_util::StreamExt;
+    while let Some(f) = frames.next().await {
         if f.kind != crate::frame::FrameKind::Delta {
             continue;
         }
@@ -391,6 +406,7 @@ async fn next_assistant_start(
             return Some(id.to_string());
         }
     }
+    None
 }
 
 /// The approval responses (`addToolApprovalResponse`) in a message's tool

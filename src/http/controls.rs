@@ -17,10 +17,10 @@ use tracing::instrument;
 use utoipa::ToSchema;
 
 use super::auth::{Caller, Scope};
+use super::error::{Problem, ProblemItem};
 use super::extract::{read_body, reject_duplicate_keys};
 use super::{ActionId, AppState, SessionId};
 use crate::control::{self, Checked, Kind, Outgoing, RelayError, TargetError};
-use crate::error::{Problem, ProblemItem};
 
 /// Largest accepted decision or control body.
 const MAX_BODY: usize = 64 * 1024;

@@ -5,7 +5,7 @@ use axum::extract::{FromRequestParts, Path, Query};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use crate::error::Problem;
+use super::error::Problem;
 
 /// Read a request body of at most `max` bytes: 413 `body_too_large` past it
 /// (a declared `Content-Length` over the limit is refused before reading),

@@ -16,13 +16,14 @@ use tracing::instrument;
 use utoipa::IntoParams;
 
 use super::auth::{Caller, Scope};
+use super::error::Problem;
 use super::extract::{SessionId, Q};
 use super::limits::SubscriberSlot;
-use super::streams::{cursor_of, resume_point};
+use super::streams::cursor_of;
 use super::ws_upgrade::WsUpgrade;
 use super::AppState;
-use crate::error::Problem;
 use crate::session::index::IndexEvent;
+use crate::stream::cursor::resume_point;
 use crate::stream::{self, sse, ws};
 
 pub(super) fn router() -> Router<AppState> {
@@ -112,19 +113,13 @@ pub async fn index_stream(
     if wants_ws {
         let upgrade = upgrade?;
         let (events, slot) = events(&st, &caller, &headers, q)?;
-        let json = events.map(move |e| {
-            let _ = &slot;
-            e.json.clone()
-        });
+        let json = stream::holding(events, slot).map(|e| e.json.clone());
         let heartbeat = st.heartbeat();
         let shutdown = st.shutdown.clone();
         return Ok(upgrade.serve(&st, move |conn| ws::serve(conn, json, heartbeat, shutdown)));
     }
     let (events, slot) = events(&st, &caller, &headers, q)?;
-    let bytes = events.map(move |e| {
-        let _ = &slot;
-        e.sse.clone()
-    });
+    let bytes = stream::holding(events, slot).map(|e| e.sse.clone());
     Ok(sse::bytes_response(
         Box::pin(bytes),
         st.heartbeat(),

@@ -15,9 +15,9 @@ use serde_json::Value;
 use tracing::instrument;
 
 use super::auth::{Caller, Scope};
+use super::error::{Problem, ProblemItem};
 use super::extract::read_body;
 use super::{AppState, SessionId};
-use crate::error::{Problem, ProblemItem};
 use crate::event::ag_ui::{self, AgUi, Mapped};
 use crate::event::body::{self, BodyError, BodyFormat};
 use crate::event::normalize;

@@ -15,8 +15,8 @@ use futures_util::StreamExt;
 use serde_json::Value;
 use tokio::sync::mpsc::{self, error::TryRecvError};
 
+use super::error::Problem;
 use super::AppState;
-use crate::error::Problem;
 use crate::event::ag_ui::{self, AgUi};
 use crate::event::ui_stream::{self, Mapped, UiStream};
 use crate::event::{normalize, Limits};

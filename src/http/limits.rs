@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use dashmap::DashMap;
 
+use super::error::Problem;
 use crate::config::LimitsConfig;
-use crate::error::Problem;
 
 /// Idle buckets are dropped once a map holds more than this many.
 const MAX_BUCKETS: usize = 50_000;

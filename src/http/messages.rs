@@ -15,9 +15,9 @@ use tracing::instrument;
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Caller, Scope};
+use super::error::Problem;
 use super::extract::Q;
 use super::{AppState, SessionId};
-use crate::error::Problem;
 use crate::projection::{umo_blocks, Message};
 
 /// Most messages per page.

@@ -8,6 +8,7 @@ pub mod auth;
 pub mod chat;
 mod compress;
 pub mod controls;
+pub mod error;
 mod extract;
 pub mod index;
 pub mod ingest;
@@ -37,8 +38,8 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use crate::config::Config;
-use crate::error::Problem;
 use crate::session::Registry;
+use error::Problem;
 
 pub use extract::{ActionId, MessageId, SessionId};
 

@@ -11,17 +11,16 @@ use axum::http::{HeaderMap, Uri};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use futures_util::StreamExt;
 use serde::Deserialize;
 use tracing::instrument;
 use utoipa::IntoParams;
 
 use super::auth::{Caller, Scope};
+use super::error::Problem;
 use super::extract::{valid_session_id, MAX_SESSION_ID, Q};
-use super::streams::{parse_cursor, resume_point};
 use super::ws_upgrade::WsUpgrade;
 use super::AppState;
-use crate::error::Problem;
+use crate::stream::cursor::{parse as parse_cursor, resume_point};
 use crate::stream::mux::{self, ws::Admit, ws::Refusal, Frames, Member, Positions};
 use crate::stream::{self, sse, StartAt};
 
@@ -143,10 +142,7 @@ fn open(st: &AppState, caller: &Caller, session: &str, from: StartAt) -> Result<
         from,
         st.cfg.stream.replay_page,
     );
-    Ok(Box::pin(frames.map(move |f| {
-        let _ = &slot;
-        f
-    })))
+    Ok(Box::pin(stream::holding(frames, slot)))
 }
 
 /// Open every session of the URL, or none: a refusal of one (naming it)

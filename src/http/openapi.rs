@@ -11,10 +11,10 @@ use axum::{Json, Router};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
+use super::error::{Problem, ProblemItem};
 use super::{
     ag_ui_gateway, chat, controls, index, ingest, messages, mux, ops, sessions, streams, AppState,
 };
-use crate::error::{Problem, ProblemItem};
 use crate::session::{IngestOutcome, Warning};
 
 #[derive(OpenApi)]

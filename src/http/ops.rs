@@ -10,8 +10,8 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::auth::{Caller, Scope};
+use super::error::Problem;
 use super::AppState;
-use crate::error::Problem;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new()

@@ -19,13 +19,14 @@ use std::sync::Arc;
 use futures_util::StreamExt;
 
 use super::auth::{Caller, Scope};
+use super::error::Problem;
 use super::extract::Q;
 use super::limits::SubscriberSlot;
 use super::ws_upgrade::WsUpgrade;
 use super::{AppState, MessageId, SessionId};
-use crate::error::Problem;
 use crate::frame::SharedFrame;
 use crate::session::MessagePick;
+use crate::stream::cursor::{parse as parse_cursor, resume_point};
 use crate::stream::{self, sse, ui, ws, StartAt};
 
 pub(super) fn router() -> Router<AppState> {
@@ -94,10 +95,7 @@ pub(super) fn ui_response(
         bytes::Bytes::from_static(b"data: {\"type\":\"abort\",\"reason\":\"token expired\"}\n\n"),
         bytes::Bytes::from_static(b"data: [DONE]\n\n"),
     ];
-    let bytes = stream::until_expiry(bytes, caller.exp, farewell).map(move |b| {
-        let _ = &slot;
-        b
-    });
+    let bytes = stream::holding(stream::until_expiry(bytes, caller.exp, farewell), slot);
     ui::response(bytes, st.heartbeat(), st.shutdown.clone())
 }
 
@@ -214,10 +212,7 @@ pub(super) fn ag_ui_response(
     let farewell = vec![bytes::Bytes::from_static(
         b"data: {\"type\":\"RUN_ERROR\",\"message\":\"token expired\",\"code\":\"token_expired\"}\n\n",
     )];
-    let bytes = stream::until_expiry(bytes, caller.exp, farewell).map(move |b| {
-        let _ = &slot;
-        b
-    });
+    let bytes = stream::holding(stream::until_expiry(bytes, caller.exp, farewell), slot);
     Ok(stream::ag_ui::response(
         bytes,
         st.heartbeat(),
@@ -280,16 +275,6 @@ pub enum StreamFormat {
     Umo,
 }
 
-/// Where a stream resumes as the client said it: the `Last-Event-ID`
-/// header (what an EventSource sends back), else `?cursor=`.
-pub(super) fn resume_point(headers: &HeaderMap, cursor: Option<&str>) -> Option<String> {
-    headers
-        .get("last-event-id")
-        .map(|v| v.to_str().unwrap_or("\u{0}").trim().to_string())
-        .filter(|s| !s.is_empty())
-        .or(cursor.filter(|s| !s.is_empty()).map(str::to_string))
-}
-
 /// `<epoch>:<cursor>` or a bare cursor, or 400 `invalid_cursor`.
 pub(super) fn cursor_of(s: &str) -> Result<(Option<&str>, u64), Problem> {
     parse_cursor(s).ok_or_else(|| {
@@ -320,22 +305,6 @@ fn start(headers: &HeaderMap, q: StreamQuery) -> Result<StartAt, Problem> {
     Ok(StartAt { cursor, epoch })
 }
 
-/// `<epoch>:<cursor>` (what the server sends as SSE ids) or a bare
-/// `<cursor>`; the epoch is 1 to 64 ASCII alphanumerics.
-pub(super) fn parse_cursor(s: &str) -> Option<(Option<&str>, u64)> {
-    let (epoch, n) = match s.rsplit_once(':') {
-        Some((e, _)) if e.is_empty() || e.len() > 64 => return None,
-        Some((e, _)) if !e.bytes().all(|b| b.is_ascii_alphanumeric()) => return None,
-        Some((e, n)) => (Some(e), n),
-        None => (None, s),
-    };
-    // `u64::from_str` takes a leading `+`; a cursor is digits only.
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some((epoch, n.parse().ok()?))
-}
-
 /// The session's frames from where the request asks to start, for an
 /// authorised caller within the stream limits; they end with a `reset`
 /// (reason `token_expired`) when the caller's token expires.
@@ -361,12 +330,10 @@ fn frames(
         StreamFormat::Umo => Box::pin(stream::umo::frames(frames)),
     };
     let farewell = vec![Arc::new(crate::frame::reset("token_expired"))];
-    Ok(
-        stream::until_expiry(frames, caller.exp, farewell).map(move |f| {
-            let _ = &slot;
-            f
-        }),
-    )
+    Ok(stream::holding(
+        stream::until_expiry(frames, caller.exp, farewell),
+        slot,
+    ))
 }
 
 /// Server-Sent Events: `id: <epoch>:<cursor>`, `event: snapshot|delta|reset`, `data: <frame JSON>`.
@@ -422,7 +389,7 @@ pub async fn stream_ws(
     let heartbeat = st.heartbeat();
     let shutdown = st.shutdown.clone();
     let frames = frames.map(|f| {
-        f.born.delivered();
+        stream::delivered(f.born);
         f
     });
     Ok(upgrade.serve(&st, move |conn| {

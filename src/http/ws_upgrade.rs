@@ -16,8 +16,8 @@ use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::WebSocketStream;
 
+use super::error::Problem;
 use super::AppState;
-use crate::error::Problem;
 use crate::stream::ws::deflate::{self, Deflater};
 use crate::stream::ws::{inflate_io::WsIo, Conn, WRITE_BUFFER};
 

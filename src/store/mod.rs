@@ -170,6 +170,13 @@ pub enum StoreError {
     },
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The backend could not be reached, or failed; with its own error.
+    #[error("store unavailable: {what}")]
+    Backend {
+        what: &'static str,
+        #[source]
+        source: std::sync::Arc<dyn std::error::Error + Send + Sync>,
+    },
     #[error("embedded store at {path}: {source}")]
     Embedded {
         path: String,
@@ -193,6 +200,14 @@ pub struct Tail {
 }
 
 impl StoreError {
+    /// A backend failure `what` (`"redis"`, ...) caused by `e`.
+    pub fn backend(what: &'static str, e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        StoreError::Backend {
+            what,
+            source: std::sync::Arc::new(e),
+        }
+    }
+
     /// The same error again, for each caller of a shared failure.
     pub fn again(&self) -> StoreError {
         match self {
@@ -206,6 +221,10 @@ impl StoreError {
                 got: *got,
             },
             StoreError::Unavailable(m) => StoreError::Unavailable(m.clone()),
+            StoreError::Backend { what, source } => StoreError::Backend {
+                what,
+                source: source.clone(),
+            },
             StoreError::Corrupt { session, detail } => StoreError::Corrupt {
                 session: session.clone(),
                 detail: detail.clone(),

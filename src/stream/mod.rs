@@ -5,11 +5,15 @@
 //! it get `reset` + `snapshot`. Every stream kind is a view over it: `sse`
 //! and `ws` send its frames as they are, `ui` picks one message's AI SDK
 //! chunks out of them, `umo` maps them to Umo Editor content-block updates,
-//! `mux` carries many sessions' frames on one connection, `index` is the
-//! live list of sessions.
+//! `ag_ui` to AG-UI events, `mux` carries many sessions' frames on one
+//! connection. `cursor` is the grammar every stream resumes by. `index`
+//! (the live list of sessions) is not a view over this machine: the
+//! session index has a follower of its own (`index.rs`), over the index's
+//! change feed rather than a session's frames.
 
 pub mod ag_ui;
 pub mod compress;
+pub mod cursor;
 mod expiry;
 pub mod index;
 pub mod mux;
@@ -19,6 +23,20 @@ pub mod umo;
 pub mod ws;
 
 pub use expiry::until_expiry;
+
+/// `s`, holding `guard` (a subscriber slot, a gauge's count) for as long
+/// as the stream lives: it is dropped with the stream.
+pub fn holding<S, G>(s: S, guard: G) -> impl Stream<Item = S::Item> + Send + 'static
+where
+    S: Stream + Send + 'static,
+    G: Send + 'static,
+{
+    use futures_util::StreamExt;
+    s.map(move |x| {
+        let _ = &guard;
+        x
+    })
+}
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -191,7 +209,9 @@ impl Subscriber {
                         self.last = ev.cursor;
                         self.pending.push_back(Arc::new(Frame::replayed(
                             self.epoch.as_deref().unwrap_or_default(),
-                            &ev,
+                            ev.cursor,
+                            ev.received_ms,
+                            &ev.frame,
                         )));
                     }
                 }
@@ -248,5 +268,27 @@ impl Subscriber {
         self.phase = Phase::Subscribe {
             cursor: Some(self.last),
         };
+    }
+}
+
+/// One delivery in this many is timed: the histogram is per subscriber
+/// work, kept to a counter on the thread for the others.
+const DELIVERY_SAMPLE: u32 = 16;
+
+/// Record the time from the frame's making to now as a delivery (a
+/// frame handed to a subscriber's connection), for one delivery in
+/// `DELIVERY_SAMPLE` (16); nothing for frames that were not live.
+pub fn delivered(born: crate::frame::Born) {
+    thread_local! {
+        static SEEN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+    let Some(at) = born.0 else { return };
+    let n = SEEN.with(|c| {
+        let n = c.get().wrapping_add(1);
+        c.set(n);
+        n
+    });
+    if n % DELIVERY_SAMPLE == 1 {
+        metrics::histogram!("projector_delivery_seconds").record(at.elapsed());
     }
 }

@@ -55,7 +55,7 @@ impl Stream for Coalesce {
             return Poll::Ready(None);
         };
         // The oldest frame of the batch stands for it.
-        first.born.delivered();
+        super::delivered(first.born);
         let mut buf: Option<BytesMut> = None;
         for _ in 1..COALESCE {
             match self.frames.as_mut().poll_next(cx) {
@@ -93,10 +93,7 @@ pub fn bytes_response(
     );
     metrics::gauge!("projector_subscribers", "transport" => "sse").increment(1.0);
     let guard = SubscriberGauge("sse");
-    let body = body.map(move |b| {
-        let _ = &guard;
-        b
-    });
+    let body = super::holding(body, guard);
     event_stream(body)
 }
 

@@ -2,7 +2,7 @@
 //! each into its own session, no 5xx, every event accepted, and the snapshot
 //! showing the facts each fixture's `expected` names. (The reducer-level
 //! twin of this test, with the reasons for each status, is in
-//! `src/projection/conformance_tests.rs`.)
+//! `crates/projector-core/src/projection/tests/conformance.rs`.)
 
 use serde_json::Value;
 

@@ -1,8 +1,8 @@
 //! Issue 16 over HTTP: what the projection keeps of each fact reaches the
 //! snapshot, the message history and the ingest reply (evidence sources,
 //! the producer's time, warnings, UI-local facts, taxonomy values, seed 002
-//! scopes). The reducer's own tests are `src/projection/tests_kept.rs` and
-//! `tests_hitl.rs`.
+//! scopes). The reducer's own tests are `crates/projector-core/src/projection/tests/kept.rs` and
+//! `hitl.rs` beside it.
 
 use serde_json::{json, Value};
 

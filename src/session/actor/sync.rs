@@ -123,7 +123,12 @@ impl Actor {
             state.projection.apply(cfg, ev.cursor, &fact);
             state.meta.head = ev.cursor;
             state.since_checkpoint += 1;
-            self.publish(Arc::new(Frame::stored_delta(&tail.meta.epoch, ev)));
+            self.publish(Arc::new(Frame::stored_delta(
+                &tail.meta.epoch,
+                ev.cursor,
+                ev.received_ms,
+                &ev.frame,
+            )));
         }
         if !tail.events.is_empty() {
             state.snapshot = None;
@@ -163,7 +168,12 @@ impl Actor {
             match store.read(&self.id, after, self.ctx.cfg.replay_page).await {
                 Ok(evs) if evs.first().is_some_and(|e| e.cursor == after + 1) => {
                     for ev in evs.iter().take_while(|e| e.cursor <= state.meta.head) {
-                        self.publish(Arc::new(Frame::stored_delta(&state.meta.epoch, ev)));
+                        self.publish(Arc::new(Frame::stored_delta(
+                            &state.meta.epoch,
+                            ev.cursor,
+                            ev.received_ms,
+                            &ev.frame,
+                        )));
                         after = ev.cursor;
                     }
                 }

@@ -166,7 +166,7 @@ impl EmbeddedLog {
             f(&r)
         })
         .await
-        .map_err(|e| StoreError::Unavailable(format!("store read task failed: {e}")))?
+        .map_err(|e| StoreError::backend("store read task", e))?
     }
 }
 

@@ -30,7 +30,7 @@ pub(super) enum Conn {
 }
 
 fn bad_url(e: redis::RedisError) -> StoreError {
-    StoreError::Unavailable(format!("redis url: {e}"))
+    StoreError::backend("redis url", e)
 }
 
 impl Connector {
@@ -73,7 +73,7 @@ impl Connector {
                 .set_number_of_retries(1)
                 .set_max_delay(Duration::from_secs(1));
             let manager = ConnectionManager::new_lazy_with_config(seeds[0].clone(), cfg)
-                .map_err(|e| StoreError::Unavailable(format!("redis: {e}")))?;
+                .map_err(|e| StoreError::backend("redis", e))?;
             Connector::One(manager)
         };
         Ok((connector, seeds))
@@ -87,7 +87,7 @@ impl Connector {
                 .get_or_try_init(|| client.get_async_connection())
                 .await
                 .map(|c| Conn::Cluster(c.clone()))
-                .map_err(|e| StoreError::Unavailable(format!("redis cluster: {e}"))),
+                .map_err(|e| StoreError::backend("redis cluster", e)),
         }
     }
 }

@@ -12,8 +12,13 @@
 //! (`{<prefix>}:updated`, by last append) are global keys kept beside them.
 
 mod conn;
+mod keys;
 mod listen;
+mod purge;
 mod reply;
+
+use keys::tag;
+pub use purge::purge_prefix;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,7 +86,7 @@ const TURN_MS: u64 = 1000;
 const ACTIVITY_GRAIN_MS: u64 = 1000;
 
 fn unavailable(e: redis::RedisError) -> StoreError {
-    StoreError::Unavailable(format!("redis: {e}"))
+    StoreError::backend("redis", e)
 }
 
 fn corrupt(session: &str, detail: impl Into<String>) -> StoreError {
@@ -89,34 +94,6 @@ fn corrupt(session: &str, detail: impl Into<String>) -> StoreError {
         session: session.to_string(),
         detail: detail.into(),
     }
-}
-
-/// A session id as it appears inside a hash tag: `{`, `}` and `%` are
-/// percent-encoded so that every key of a session hashes on the whole id.
-fn tag(session: &str) -> std::borrow::Cow<'_, str> {
-    if !session.contains(['{', '}', '%']) {
-        return session.into();
-    }
-    let mut out = String::with_capacity(session.len() + 6);
-    for c in session.chars() {
-        match c {
-            '{' => out.push_str("%7B"),
-            '}' => out.push_str("%7D"),
-            '%' => out.push_str("%25"),
-            c => out.push(c),
-        }
-    }
-    out.into()
-}
-
-/// The keys of one session.
-struct Keys {
-    meta: String,
-    log: String,
-    ids: String,
-    cp: String,
-    turn: String,
-    channel: String,
 }
 
 impl RedisLog {
@@ -143,29 +120,6 @@ impl RedisLog {
             opts,
             listener,
         })
-    }
-
-    fn keys(&self, session: &str) -> Keys {
-        let p = &self.opts.prefix;
-        let t = tag(session);
-        Keys {
-            meta: format!("{p}:{{{t}}}:meta"),
-            log: format!("{p}:{{{t}}}:log"),
-            ids: format!("{p}:{{{t}}}:ids"),
-            cp: format!("{p}:{{{t}}}:cp"),
-            turn: format!("{p}:{{{t}}}:turn"),
-            channel: listen::channel(p, &t),
-        }
-    }
-
-    /// The session index (by id); hash-tagged with the activity index, so
-    /// that one pipeline may touch both on Redis Cluster.
-    fn index_key(&self) -> String {
-        format!("{{{}}}:index", self.opts.prefix)
-    }
-
-    fn updated_key(&self) -> String {
-        format!("{{{}}}:updated", self.opts.prefix)
     }
 
     async fn conn(&self) -> Result<conn::Conn, StoreError> {
@@ -562,89 +516,6 @@ impl EventLog for RedisLog {
     fn index_notes(&self) -> Option<tokio::sync::broadcast::Receiver<IndexNote>> {
         Some(self.listener.index_notes())
     }
-}
-
-impl RedisLog {
-    /// The metas of several sessions (one command each, sent together on
-    /// the multiplexed connection; their keys live on different slots).
-    async fn metas(&self, ids: &[String]) -> Result<Vec<Option<SessionMeta>>, StoreError> {
-        futures_util::future::try_join_all(ids.iter().map(|id| self.meta(id))).await
-    }
-
-    /// The delete script; with `idle_before > 0` only an idle live session
-    /// goes (`None` otherwise).
-    async fn delete_where(
-        &self,
-        session: &str,
-        idle_before: u64,
-    ) -> Result<Option<SessionMeta>, StoreError> {
-        let k = self.keys(session);
-        let v: Value = self
-            .scripts
-            .delete
-            .key(&k.meta)
-            .key(&k.log)
-            .key(&k.ids)
-            .key(&k.cp)
-            .arg(SessionMeta::new_epoch().epoch)
-            .arg(super::now_ms())
-            .arg(&k.channel)
-            .arg(idle_before)
-            .arg(self.listener.index_channel())
-            .arg(&self.node)
-            .arg(session)
-            .invoke_async(&mut self.conn().await?)
-            .await
-            .map_err(unavailable)?;
-        let fields = array(v).ok_or_else(|| corrupt(session, "delete reply"))?;
-        if fields.is_empty() {
-            return Ok(None);
-        }
-        let meta = parse_meta(session, &fields)?;
-        self.unindex(session).await;
-        Ok(Some(meta))
-    }
-
-    /// Take a deleted or forgotten session out of the listing and activity
-    /// indexes. They only steer listing and the sweep (which trust the
-    /// meta), so a failure is logged, not returned.
-    async fn unindex(&self, session: &str) {
-        let mut pipe = redis::pipe();
-        pipe.zrem(self.index_key(), session)
-            .ignore()
-            .zrem(self.updated_key(), session)
-            .ignore();
-        let done = match self.conn().await {
-            Ok(mut c) => pipe.query_async::<()>(&mut c).await.map_err(unavailable),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = done {
-            tracing::warn!(error = %e, "session index not updated after deletion");
-        }
-    }
-}
-
-/// Remove every key of a prefix (its sessions and its global indexes) from
-/// a standalone Redis: for tests, benchmarks, and retiring a cluster's
-/// prefix. Blocking; returns how many keys went.
-pub fn purge_prefix(url: &str, prefix: &str) -> Result<usize, StoreError> {
-    let mut conn = redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .map_err(unavailable)?;
-    let mut deleted = 0;
-    for pattern in [format!("{prefix}:*"), format!("{{{prefix}}}:*")] {
-        let keys: Vec<String> = redis::Commands::scan_match::<_, String>(&mut conn, &pattern)
-            .map_err(unavailable)?
-            .filter_map(Result::ok)
-            .collect();
-        for chunk in keys.chunks(500) {
-            deleted += redis::cmd("DEL")
-                .arg(chunk)
-                .query::<usize>(&mut conn)
-                .map_err(unavailable)?;
-        }
-    }
-    Ok(deleted)
 }
 
 #[cfg(test)]

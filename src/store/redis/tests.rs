@@ -251,10 +251,16 @@ async fn unreachable_redis_is_unavailable_not_a_hang() {
     )
     .unwrap();
     let started = std::time::Instant::now();
-    assert!(matches!(log.ready().await, Err(StoreError::Unavailable(_))));
+    // The cause is kept, not formatted into a string.
+    let e = log.ready().await.unwrap_err();
+    assert!(
+        matches!(e, StoreError::Backend { what: "redis", .. }),
+        "{e:?}"
+    );
+    assert!(std::error::Error::source(&e).is_some());
     assert!(matches!(
         log.open("s").await,
-        Err(StoreError::Unavailable(_))
+        Err(StoreError::Backend { .. })
     ));
     assert!(started.elapsed() < Duration::from_secs(10));
 }

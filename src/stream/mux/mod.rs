@@ -148,7 +148,7 @@ pub fn sse_bytes(
 ) -> impl Stream<Item = Bytes> + Send + 'static {
     let mut at = start;
     tagged.ready_chunks(COALESCE).map(move |batch| {
-        batch[0].1.born.delivered();
+        super::delivered(batch[0].1.born);
         let len: usize = batch
             .iter()
             .map(|(i, f)| f.json.len() + members[*i].prefix.len() + 32 + 24 * members.len())

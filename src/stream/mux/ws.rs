@@ -150,7 +150,7 @@ pub async fn serve(
                 // Every frame ready now, of any session, goes out in one write.
                 let written = ws::write_ready(&mut sink, first, &mut map, |(id, f)| {
                     let m = members.get(&id)?;
-                    f.born.delivered();
+                    crate::stream::delivered(f.born);
                     Some(ws::message(&m.json(&f), &mut deflater))
                 });
                 // `map` holds no ended stream (`StreamMap` drops them): it

@@ -164,7 +164,9 @@ impl From<StoreError> for Problem {
                 "store_full",
                 "the event store is short of disk space; nothing was applied; reads and streams keep working",
             ),
-            StoreError::Unavailable(_) | StoreError::Embedded { .. } => Problem::unavailable(
+            StoreError::Unavailable(_)
+            | StoreError::Backend { .. }
+            | StoreError::Embedded { .. } => Problem::unavailable(
                 "store_unavailable",
                 "the event store cannot take the request now; nothing was applied, retry later",
             ),

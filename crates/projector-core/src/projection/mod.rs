@@ -1,18 +1,27 @@
 //! The read model of one session and its pure reducer:
 //! `(projection, cursor, fact) -> chunks`. No I/O, no async, no clocks: the
 //! same log always yields the same projection and the same chunks.
-
 //!
-//! Layout: `state.rs` (public snapshot types), `ctx.rs` (per-fact context,
-//! emit/diagnostic helpers, bookkeeping), `messages.rs` (messages, text,
-//! reasoning, reconciliation), `tools.rs`, `coding.rs`, `surfaces.rs`
-//! (actions, artifacts, evidence, diagnostics),
-//! `team.rs` (tasks, agents, team), `runtime.rs` (lifecycle, verifier),
-//! `sequence.rs` (sequence gaps), `process.rs` (queue, context,
-//! permissions, plans), `input.rs` (user input and attachments),
-//! `repair.rs` (repair events), `app_state.rs` (`state.delta` JSON Patch).
-//! `chunk.rs` and `message.rs` hold the AI SDK shapes; `umo.rs` maps
-//! messages to the Umo Editor message body.
+//! Layout (each file's own `//!` line says more):
+//! - the reducer: `reducer.rs` (the per-fact context, emit and diagnostic
+//!   helpers, bookkeeping), `transcript.rs` (which message a fact belongs
+//!   to, text and reasoning segments, reconciliation), `input.rs` (user
+//!   input and attachments), `ui_chunks.rs` (a producer's own AI SDK
+//!   chunks), `metadata.rs` (messages' AI SDK metadata), `repair.rs`
+//!   (repair events), `sequence.rs` (runtime sequence gaps);
+//! - surfaces: `runtime.rs` (status and run lifecycle), `tools.rs`,
+//!   `actions.rs`, `artifacts.rs` (and diagnostics), `evidence.rs`,
+//!   `team.rs` (tasks, agents, team), `collaboration.rs` (handoffs,
+//!   reviews, notifications), `coding.rs`, `queue.rs`, `agent_context.rs`,
+//!   `permissions.rs`, `plans.rs`, `app_patch.rs` (`state.app`, JSON Patch);
+//! - shapes: `public_state/` (the snapshot's types), `ui_message/` (the AI
+//!   SDK `UIMessage`, its parts and replay), `chunk.rs` (`UIMessageChunk`),
+//!   `surface_json.rs` (a touched surface entry's JSON), `compact_json/`
+//!   (compact JSON for the hot encodings), `umo_blocks.rs` and `umo_live.rs`
+//!   (the Umo Editor view);
+//! - bookkeeping indexes: `part_ids.rs`, `hash_index.rs`;
+//! - `tests/`: the reducer's tests (a test in the server crate checks that
+//!   every file named here exists).
 
 mod actions;
 mod agent_context;
@@ -44,19 +53,27 @@ pub mod ui_message;
 pub mod umo_blocks;
 pub mod umo_live;
 
+// The reducer's tests, out of the production files (`tests/`).
 #[cfg(test)]
+#[path = "tests/conformance.rs"]
 mod conformance_tests;
 #[cfg(test)]
+#[path = "tests/rng.rs"]
 mod test_rng;
 #[cfg(test)]
+#[path = "tests/run.rs"]
 mod tests;
 #[cfg(test)]
+#[path = "tests/hitl.rs"]
 mod tests_hitl;
 #[cfg(test)]
+#[path = "tests/kept.rs"]
 mod tests_kept;
 #[cfg(test)]
+#[path = "tests/surfaces.rs"]
 mod tests_surfaces;
 #[cfg(test)]
+#[path = "tests/taxonomy.rs"]
 mod tests_taxonomy;
 
 use serde::{Deserialize, Serialize};

@@ -11,7 +11,7 @@ use crate::event::{classes, Envelope, ScopeIds};
 
 const FIXTURES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/tests/fixtures/conformance/lime-fixtures.json"
+    "/../../tests/fixtures/conformance/lime-fixtures.json"
 );
 
 /// Test-only Lime envelope -> `Fact` (the real ingest lives in `event/`).

@@ -136,30 +136,6 @@ impl PartialEq for Received {
     }
 }
 
-/// One delivery in this many is timed: the histogram is per subscriber
-/// work, kept to a counter on the thread for the others.
-const DELIVERY_SAMPLE: u32 = 16;
-
-impl Born {
-    /// Record the time from the frame's making to now as a delivery (a
-    /// frame handed to a subscriber's connection), for one delivery in
-    /// `DELIVERY_SAMPLE` (16); nothing for frames that were not live.
-    pub fn delivered(self) {
-        thread_local! {
-            static SEEN: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-        }
-        let Some(at) = self.0 else { return };
-        let n = SEEN.with(|c| {
-            let n = c.get().wrapping_add(1);
-            c.set(n);
-            n
-        });
-        if n % DELIVERY_SAMPLE == 1 {
-            metrics::histogram!("projector_delivery_seconds").record(at.elapsed());
-        }
-    }
-}
-
 /// A shared frame.
 pub type SharedFrame = Arc<Frame>;
 
@@ -231,17 +207,18 @@ impl Frame {
     /// A delta frame read back from the store that goes to live
     /// subscribers (another node encoded it): its chunk positions are found
     /// once here, so that AI SDK streams slice it like a frame encoded here.
-    pub fn stored_delta(epoch: &str, ev: &crate::store::StoredEvent) -> Frame {
-        let mut f = Frame::replayed(epoch, ev);
+    pub fn stored_delta(epoch: &str, cursor: u64, received_ms: u64, json: &[u8]) -> Frame {
+        let mut f = Frame::replayed(epoch, cursor, received_ms, json);
         f.spans = chunk_spans(&f.json);
         f.born = Born(Some(std::time::Instant::now()));
         f
     }
 
-    /// A delta frame read back from the store, as it was logged.
-    pub fn replayed(epoch: &str, ev: &crate::store::StoredEvent) -> Frame {
-        let mut f = Frame::from_json(FrameKind::Delta, epoch, Some(ev.cursor), &ev.frame);
-        f.received = Received(Some(ev.received_ms));
+    /// A delta frame read back from the store, as it was logged (its
+    /// cursor, when it was received, its JSON).
+    pub fn replayed(epoch: &str, cursor: u64, received_ms: u64, json: &[u8]) -> Frame {
+        let mut f = Frame::from_json(FrameKind::Delta, epoch, Some(cursor), json);
+        f.received = Received(Some(received_ms));
         f
     }
 
@@ -520,14 +497,7 @@ mod tests {
         assert_eq!(stored.sse, f.sse);
         // A frame relayed from another node finds its spans once: the same
         // spans as the encoding node's, and the same bytes.
-        let logged = crate::store::StoredEvent {
-            cursor: 3,
-            event_id: "e".into(),
-            received_ms: 1,
-            fact: Bytes::new(),
-            frame: f.json.clone(),
-        };
-        let relayed = Frame::stored_delta("0123456789abcdef", &logged);
+        let relayed = Frame::stored_delta("0123456789abcdef", 3, 1, &f.json);
         assert_eq!(relayed, f);
         assert_eq!(relayed.message_chunks("m\"1"), own);
     }
