@@ -10,7 +10,7 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY benches ./benches
 # The workspace's pure core crate: its manifest now, its sources below.
-COPY crates/projector-core/Cargo.toml ./crates/projector-core/
+COPY crates/projector-core/Cargo.toml ./crates/projector-core/Cargo.toml
 RUN mkdir -p src config crates/projector-core/src && echo 'fn main() {}' > src/main.rs \
     && touch src/lib.rs crates/projector-core/src/lib.rs config/default.toml \
     && cargo build --release --locked \
