@@ -18,6 +18,8 @@
 //! - [`session`]: commands, handles and the registry; `session::actor` is
 //!   one actor per session (hydrate, ingest, commands, feed, shared-store sync).
 //! - [`control`]: the relay of decisions and run controls to runtimes.
+//! - [`gateway`]: the gateways' upstream runs (AI SDK chat, AG-UI): the
+//!   request forwarded, its answer read into the session as it arrives.
 //! - [`stream`]: the one replay-then-live machine; SSE, WebSocket and AI SDK
 //!   message streams are views over it.
 //! - [`http`]: routers per resource, extractors, limits, operations, the
@@ -37,6 +39,7 @@ pub use projector_core::{event, frame, projection};
 pub mod allowlist;
 pub mod config;
 pub mod control;
+pub mod gateway;
 pub mod http;
 pub use http::openapi;
 mod serve;
@@ -190,7 +193,7 @@ pub async fn serve(
         ));
     }
     let relay = control::Relay::new(&cfg.controls)?;
-    let gateway = Arc::new(http::chat::Gateway::new(&cfg)?);
+    let gateway = Arc::new(gateway::Gateway::new(&cfg)?);
     let state = http::AppState {
         auth,
         limits: Arc::new(http::limits::Limiter::new(&cfg.limits)),

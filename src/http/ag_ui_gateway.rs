@@ -74,7 +74,7 @@ pub async fn run_agent(
     }
     // One run is one request for the ingest rate limits.
     st.limits.ingest(&session.0, caller.token_key(), 1)?;
-    let Some((client, url)) = &st.gateway.ag_ui else {
+    let Some((client, url)) = st.gateway.ag_ui_route() else {
         return Err(Problem::new(
             StatusCode::CONFLICT,
             "no_upstream",

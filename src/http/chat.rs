@@ -2,13 +2,13 @@
 //! `DefaultChatTransport({api: '<base>/v1/chat'})` sends. With `[upstream]
 //! chat_url`, the request body goes unchanged to that AI SDK route; its UI
 //! message stream is read into the session (the chat id) by
-//! `http::ingest_stream` in a task of its own, and the browser is answered
+//! `gateway::read` in a task of its own, and the browser is answered
 //! with the assistant message's stream from the session's log. So the
 //! answer is durable, survives the browser leaving (the upstream run goes
 //! on), resumes from any tab (`GET /v1/chat/{id}/stream`), and a `cancel`
-//! control aborts the upstream request ([`Gateway::cancel`]).
+//! control aborts the upstream request ([`crate::gateway::Gateway::cancel`]).
+//! The upstream run itself is the `gateway` room's; this is its door.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -17,82 +17,19 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
-use dashmap::DashMap;
 use serde_json::{json, Value};
-use tokio_util::sync::CancellationToken;
 use tracing::{instrument, warn};
 
 use super::auth::{Caller, Scope};
 use super::error::Problem;
 use super::extract::{read_body, reject_duplicate_keys, valid_session_id};
-use super::ingest_stream::{self, Reading};
 use super::AppState;
-use crate::config::Config;
-use crate::event::normalize;
-use crate::session::{IncomingEvent, MessagePick};
+use crate::gateway;
+use crate::session::MessagePick;
 use crate::stream::StartAt;
 
 /// Largest chat request body (the whole conversation is in it).
 const MAX_BODY: usize = 4 * 1024 * 1024;
-
-/// The gateway's upstream and the runs it is reading.
-pub struct Gateway {
-    upstream: Option<(reqwest::Client, String)>,
-    /// The AG-UI agent `POST /v1/sessions/{id}/ag-ui` forwards to.
-    pub(super) ag_ui: Option<(reqwest::Client, String)>,
-    /// A cancel handle per session whose upstream answer is being read,
-    /// with the number of the reading that registered it.
-    running: DashMap<String, (u64, CancellationToken)>,
-    next: std::sync::atomic::AtomicU64,
-}
-
-impl std::fmt::Debug for Gateway {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gateway")
-            .field("upstream", &self.upstream.as_ref().map(|(_, u)| u))
-            .field("running", &self.running.len())
-            .finish()
-    }
-}
-
-impl Gateway {
-    /// The gateway of a (validated) configuration.
-    pub fn new(cfg: &Config) -> Result<Gateway, reqwest::Error> {
-        let t = Duration::from_millis(cfg.controls.timeout_ms);
-        let client = reqwest::Client::builder()
-            // The answer streams for as long as the model writes: no total
-            // timeout, only connect and per-read ones.
-            .connect_timeout(t)
-            .read_timeout(Duration::from_secs(cfg.limits.body_timeout_secs))
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .user_agent(concat!("agent-projector/", env!("CARGO_PKG_VERSION")))
-            .build()?;
-        let route = |url: &str| (!url.is_empty()).then(|| (client.clone(), url.to_string()));
-        let (upstream, ag_ui) = (
-            route(&cfg.upstream.chat_url),
-            route(&cfg.upstream.ag_ui_url),
-        );
-        Ok(Gateway {
-            upstream,
-            ag_ui,
-            running: DashMap::new(),
-            next: std::sync::atomic::AtomicU64::new(1),
-        })
-    }
-
-    /// Abort the upstream answer being read into `session`, if one is: the
-    /// run ends as cancelled. True when there was one.
-    pub fn cancel(&self, session: &str) -> bool {
-        match self.running.get(session) {
-            Some(r) => {
-                r.1.cancel();
-                true
-            }
-            None => false,
-        }
-    }
-}
 
 pub(super) fn router() -> Router<AppState> {
     Router::new().route(
@@ -142,7 +79,7 @@ pub async fn post_chat(
     caller.require(Scope::Subscribe, Some(&session))?;
     // One chat request is one request for the ingest rate limits.
     st.limits.ingest(&session, caller.token_key(), 1)?;
-    let Some((client, url)) = &st.gateway.upstream else {
+    let Some((client, url)) = st.gateway.chat_route() else {
         caller.require(Scope::Control, Some(&session))?;
         return via_runtime(&st, &caller, &session, &request).await;
     };
@@ -177,14 +114,15 @@ pub async fn post_chat(
 }
 
 /// Forward `body` to an upstream route (while `first` makes the request's
-/// own facts durable), read its answer into `session` in a task of its own
-/// (it goes on if the caller leaves; a `cancel` control, or a newer request
-/// of the same session, ends it), and wait until the answer has begun: what
-/// the reading began with (the UI stream's message id, the AG-UI run id).
+/// own facts durable), have the gateway read its answer into `session` in
+/// a task of its own (it goes on if the caller leaves; a `cancel` control,
+/// or a newer request of the same session, ends it), and wait until the
+/// answer has begun: what the reading began with (the UI stream's message
+/// id, the AG-UI run id).
 pub(super) async fn forward(
     st: &AppState,
     session: &str,
-    (client, url): (&reqwest::Client, &str),
+    route: (&reqwest::Client, &str),
     body: bytes::Bytes,
     first: impl std::future::Future<Output = Result<(), Problem>>,
     approvals: Vec<(String, String)>,
@@ -192,73 +130,40 @@ pub(super) async fn forward(
     // The request's facts are made durable while it travels to the route
     // (which takes longer): the answer is read only once both are done, so
     // the log keeps them first.
-    let (recorded, resp) = tokio::join!(
-        first,
-        client
-            .post(url)
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream")
-            .body(body)
-            .send()
-    );
+    let (recorded, sent) = tokio::join!(first, gateway::Gateway::send(route, body));
     recorded?;
-    let resp = resp.map_err(|e| {
-        warn!(error = %e, "upstream route unreachable");
-        Problem::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream_unreachable",
-            "Upstream unreachable",
-            "the upstream route could not be reached",
-        )
-    })?;
-    if !resp.status().is_success() {
-        return Err(Problem::new(
+    let resp = sent.map_err(failed)?;
+    st.gateway
+        .read_answer(st.gateway_ctx(), session, resp, approvals)
+        .await
+        .map_err(failed)
+}
+
+/// A gateway failure as the client sees it.
+fn failed(f: gateway::Failure) -> Problem {
+    match f {
+        gateway::Failure::Unreachable(e) => {
+            warn!(error = %e, "upstream route unreachable");
+            Problem::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_unreachable",
+                "Upstream unreachable",
+                "the upstream route could not be reached",
+            )
+        }
+        gateway::Failure::Rejected(status) => Problem::new(
             StatusCode::BAD_GATEWAY,
             "upstream_rejected",
             "Upstream rejected",
-            format!("the upstream route answered {}", resp.status()),
-        ));
-    }
-    let cancel = CancellationToken::new();
-    let number = st
-        .gateway
-        .next
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    if let Some((_, (_, older))) = st.gateway.running.remove(session) {
-        older.cancel();
-    }
-    st.gateway
-        .running
-        .insert(session.to_string(), (number, cancel.clone()));
-    let (started, begun) = tokio::sync::oneshot::channel();
-    let reading = Reading {
-        started: Some(started),
-        cancel: Some(cancel),
-        approvals,
-        key: None,
-    };
-    {
-        let (st, session) = (st.clone(), session.to_string());
-        tokio::spawn(async move {
-            let out =
-                ingest_stream::read(st.clone(), session.clone(), resp.bytes_stream(), reading)
-                    .await;
-            if let Err(p) = out {
-                warn!(code = %p.code, detail = %p.detail, "reading the upstream answer failed");
-            }
-            st.gateway
-                .running
-                .remove_if(&session, |_, (n, _)| *n == number);
-        });
-    }
-    begun.await.map_err(|_| {
-        Problem::new(
+            format!("the upstream route answered {status}"),
+        ),
+        gateway::Failure::Empty => Problem::new(
             StatusCode::BAD_GATEWAY,
             "upstream_empty",
             "Upstream answered nothing",
             "the upstream route's answer held nothing to apply",
-        )
-    })
+        ),
+    }
 }
 
 /// Without an upstream, the chat goes to the session's runtime through the
@@ -480,29 +385,9 @@ pub(super) async fn record(
     events: Vec<Value>,
     code: &'static str,
 ) -> Result<(), Problem> {
-    if events.is_empty() {
-        return Ok(());
+    match gateway::record(&st.gateway_ctx(), session, events).await {
+        Ok(()) => Ok(()),
+        Err(gateway::RecordError::Invalid(why)) => Err(Problem::bad_request(code, why)),
+        Err(gateway::RecordError::Session(e)) => Err(e.into()),
     }
-    let limits = st.event_limits();
-    let mut incoming = Vec::with_capacity(events.len());
-    for (index, e) in events.into_iter().enumerate() {
-        let n = normalize(e, &limits).map_err(|issues| {
-            Problem::bad_request(
-                code,
-                issues
-                    .first()
-                    .map_or_else(String::new, |i| i.message.clone()),
-            )
-        })?;
-        incoming.push(IncomingEvent {
-            index,
-            fact: n.fact,
-            warnings: n.warnings,
-        });
-    }
-    st.registry.ingest(session, incoming).await?;
-    Ok(())
 }
-
-/// The gateway of the state, shared.
-pub type SharedGateway = Arc<Gateway>;

@@ -55,7 +55,7 @@ pub struct AppState {
     /// Relays decisions and run controls to runtimes.
     pub relay: crate::control::Relay,
     /// The AI SDK chat gateway (`POST /v1/chat`).
-    pub gateway: chat::SharedGateway,
+    pub gateway: crate::gateway::SharedGateway,
     /// Event streams being gzipped now (`http.compressed_streams_max`).
     pub compressed_streams: crate::stream::compress::StreamBudget,
 }
@@ -63,6 +63,18 @@ pub struct AppState {
 impl AppState {
     pub(crate) fn heartbeat(&self) -> Duration {
         Duration::from_secs(self.cfg.stream.heartbeat_secs)
+    }
+
+    /// What a reading into a session needs (a posted event stream, a
+    /// gateway's upstream answer).
+    pub(crate) fn gateway_ctx(&self) -> crate::gateway::Ctx {
+        crate::gateway::Ctx {
+            registry: self.registry.clone(),
+            limits: self.event_limits(),
+            idle: self.limits.body_timeout,
+            max_bytes: self.cfg.ingest.max_stream_bytes,
+            shutdown: self.shutdown.clone(),
+        }
     }
 
     /// The limits every posted event is normalised within.
