@@ -75,6 +75,24 @@ pub(super) struct Books {
     pub agents: HashMap<String, String>,
 }
 
+/// The events that open AG-UI reasoning message `id` (its span, then the
+/// message).
+pub(super) fn reasoning_opens(id: &str) -> [Value; 2] {
+    [
+        json!({"type": "REASONING_START", "messageId": id}),
+        json!({"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"}),
+    ]
+}
+
+/// The events that close AG-UI reasoning message `id` (the message, then
+/// its span).
+pub(super) fn reasoning_closes(id: &str) -> [Value; 2] {
+    [
+        json!({"type": "REASONING_MESSAGE_END", "messageId": id}),
+        json!({"type": "REASONING_END", "messageId": id}),
+    ]
+}
+
 /// A tool's result as AG-UI's tool message: `content` is the output as a
 /// string (JSON text when it is not one).
 pub(super) fn tool_result(tc: &str, output: &Value) -> Value {

@@ -9,7 +9,7 @@ use indexmap::{IndexMap, IndexSet};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::shapes::{interrupt, messages, role_name, Books};
+use super::shapes::{interrupt, messages, reasoning_closes, reasoning_opens, role_name, Books};
 use crate::frame::{Frame, FrameKind};
 use crate::projection::{Message, Role};
 
@@ -192,11 +192,7 @@ impl View {
             ));
         }
         for (id, mid) in &self.reasoning {
-            out.push(self.owned(mid, json!({"type": "REASONING_START", "messageId": id})));
-            out.push(self.owned(
-                mid,
-                json!({"type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning"}),
-            ));
+            out.extend(reasoning_opens(id).map(|e| self.owned(mid, e)));
         }
         // Calls still waiting for their result: told again (without their
         // arguments, which the client holds), so that the result has a call.
@@ -309,11 +305,7 @@ impl View {
         }
         self.books.texts.clear();
         for (id, mid) in std::mem::take(&mut self.reasoning) {
-            out.push(self.owned(
-                &mid,
-                json!({"type": "REASONING_MESSAGE_END", "messageId": id}),
-            ));
-            out.push(self.owned(&mid, json!({"type": "REASONING_END", "messageId": id})));
+            out.extend(reasoning_closes(&id).map(|e| self.owned(&mid, e)));
         }
         for c in std::mem::take(&mut self.calls) {
             let end = json!({"type": "TOOL_CALL_END", "toolCallId": c});

@@ -6,7 +6,9 @@
 use indexmap::IndexMap;
 use serde_json::{json, Value};
 
-use super::super::shapes::{reasoning_id, role_name, tool_result};
+use super::super::shapes::{
+    reasoning_closes, reasoning_id, reasoning_opens, role_name, tool_result,
+};
 use super::View;
 use crate::projection::Role;
 
@@ -50,8 +52,7 @@ impl View {
                 let rid = reasoning_id(mid, &s("id"));
                 if !self.reasoning.contains_key(&rid) {
                     self.reasoning.insert(rid.clone(), mid.to_string());
-                    out.push(json!({"type": "REASONING_START", "messageId": rid}));
-                    out.push(json!({"type": "REASONING_MESSAGE_START", "messageId": rid, "role": "reasoning"}));
+                    out.extend(reasoning_opens(&rid));
                 }
                 let delta = s("delta");
                 if !delta.is_empty() {
@@ -61,8 +62,7 @@ impl View {
             "reasoning-end" => {
                 let rid = reasoning_id(mid, &s("id"));
                 if self.reasoning.shift_remove(&rid).is_some() {
-                    out.push(json!({"type": "REASONING_MESSAGE_END", "messageId": rid}));
-                    out.push(json!({"type": "REASONING_END", "messageId": rid}));
+                    out.extend(reasoning_closes(&rid));
                 }
             }
             "tool-input-start" => out.extend(self.open_call(mid, &s("toolCallId"), &s("toolName"))),
@@ -159,8 +159,7 @@ impl View {
         }
         self.books.texts.retain(|(m, _), _| m != mid);
         for id in take_of(&mut self.reasoning, mid) {
-            out.push(json!({"type": "REASONING_MESSAGE_END", "messageId": id}));
-            out.push(json!({"type": "REASONING_END", "messageId": id}));
+            out.extend(reasoning_closes(&id));
         }
         let step = format!("{mid}:step");
         if self.steps.shift_remove(&step) {
