@@ -3,9 +3,12 @@
 //! forwarded to its upstream route ([`Gateway::send`]), whose answer is
 //! read into the session as it arrives ([`read`], in a task that outlives
 //! the request) while the caller is answered from the session's log; the
-//! request's own facts are made durable first ([`record`]). The HTTP
-//! handlers only parse, authorise and answer.
+//! request's own facts are made durable first ([`record`]). Without an
+//! upstream route, a chat request becomes controls for the session's
+//! runtime and is answered by the message it starts ([`chat`]). The HTTP
+//! handlers only parse, authorise, relay and answer.
 
+pub mod chat;
 mod read;
 
 use std::sync::atomic::{AtomicU64, Ordering};

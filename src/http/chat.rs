@@ -17,16 +17,15 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tracing::{instrument, warn};
 
 use super::auth::{Caller, Scope};
 use super::error::Problem;
 use super::extract::{read_body, reject_duplicate_keys, valid_session_id};
 use super::AppState;
-use crate::gateway;
+use crate::gateway::{self, chat};
 use crate::session::MessagePick;
-use crate::stream::StartAt;
 
 /// Largest chat request body (the whole conversation is in it).
 const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -85,13 +84,9 @@ pub async fn post_chat(
     };
     // The route answers the approvals the request responds to with its
     // tool outputs or denials: those resolve the session's actions.
-    let last = request
-        .get("messages")
-        .and_then(Value::as_array)
-        .and_then(|m| m.last());
-    let approvals = approval_responses(last)
+    let approvals = chat::approval_responses(chat::last_message(&request))
         .into_iter()
-        .map(|(tcid, aid, _, _)| (tcid, aid))
+        .map(|a| (a.tool_call_id, a.approval_id))
         .collect();
     let message_id = forward(
         &st,
@@ -170,8 +165,8 @@ fn failed(f: gateway::Failure) -> Problem {
 /// controls relay: approval responses in the request become decisions on
 /// their actions, a new user message a `send` control; the answer is the
 /// assistant message the runtime then starts (or continues), streamed from
-/// the log. 409 when no runtime can be reached; 504 `no_answer` when none
-/// starts within `[upstream] start_timeout_secs`.
+/// the log ([`chat::runtime_answer`]). 409 when no runtime can be reached;
+/// 504 `no_answer` when none starts within `[upstream] start_timeout_secs`.
 async fn via_runtime(
     st: &AppState,
     caller: &Caller,
@@ -188,97 +183,32 @@ async fn via_runtime(
             "neither an [upstream] chat_url nor a runtime's control URL is known for this chat",
         )
     })?;
-    // The session from its head now, before anything is relayed: the one
-    // replay-then-live machine then gives every frame after it, so no start
-    // of the runtime's answer slips by (a lagging feed is caught up from
-    // the store, never skipped).
-    let from = match st.registry.store().meta(session).await {
-        Ok(Some(m)) => StartAt {
-            cursor: Some(m.head),
-            epoch: Some(m.epoch),
-        },
-        _ => StartAt {
-            cursor: Some(0),
-            epoch: None,
-        },
-    };
-    let mut frames = Box::pin(crate::stream::frames(
-        st.registry.clone(),
-        session.to_string(),
-        from,
-        st.cfg.stream.replay_page,
-    ));
-    let messages = request.get("messages").and_then(Value::as_array);
-    let last = messages.and_then(|m| m.last());
-    let mut continuing = None;
-    for (_, approval_id, approved, reason) in approval_responses(last) {
-        let t = st
-            .registry
-            .control_target(session, Some(&approval_id))
-            .await?;
-        if t.action_status.as_deref() != Some("pending") {
-            continue;
-        }
-        let mut body = json!({"decision": if approved { "approve" } else { "reject" },
-                              "requestId": format!("chat-approval:{approval_id}")});
-        if let Some(r) = reason {
-            body["message"] = r.into();
-        }
-        let out =
-            crate::control::action_request(session, &approval_id, body.to_string().as_bytes())
-                .map_err(|e| Problem::bad_request("invalid_chat_request", e.0))?;
+    let cx = st.gateway_ctx();
+    let frames = chat::from_head(&cx, session, st.cfg.stream.replay_page).await;
+    let turn = chat::runtime_turn(&cx, session, request)
+        .await?
+        .map_err(|e| Problem::bad_request("invalid_chat_request", e.0))?;
+    for out in turn.decisions {
         super::controls::relay(st, url.as_deref(), out).await?;
-        continuing = last
-            .and_then(|m| m.get("id"))
-            .and_then(Value::as_str)
-            .map(str::to_string);
     }
-    if last.and_then(|m| m.get("role")).and_then(Value::as_str) == Some("user") {
+    if let Some(send) = turn.send {
         record_user_message(st, session, request).await?;
-        let user = last.expect("a last message");
-        let id = user.get("id").and_then(Value::as_str).unwrap_or_default();
-        let body = json!({"type": "send", "requestId": format!("chat-send:{id}"),
-                          "messageId": id, "message": user_text(user)});
-        let out = crate::control::control_request(session, body.to_string().as_bytes())
-            .map_err(|e| Problem::bad_request("invalid_chat_request", e.0))?;
-        super::controls::relay(st, url.as_deref(), out).await?;
+        super::controls::relay(st, url.as_deref(), send).await?;
     }
-    // The answer: the assistant message the approvals continue, if it still
-    // streams, else the next one the runtime starts.
     let wait = Duration::from_secs(st.cfg.upstream.start_timeout_secs);
-    let pick = match continuing {
-        Some(id) => st
-            .registry
-            .message(session, MessagePick::Id(id))
-            .await?
-            .filter(|f| !f.message.is_finished()),
-        None => None,
-    };
-    let feed = match pick {
-        Some(f) => f,
-        None => {
-            let id = tokio::time::timeout(wait, next_assistant_start(&mut frames))
-                .await
-                .ok()
-                .flatten()
-                .ok_or_else(|| {
-                    Problem::new(
-                        StatusCode::GATEWAY_TIMEOUT,
-                        "no_answer",
-                        "No answer",
-                        format!(
-                            "the runtime started no assistant message within {}s",
-                            wait.as_secs()
-                        ),
-                    )
-                })?;
-            st.registry
-                .message(session, MessagePick::Id(id.clone()))
-                .await?
-                .ok_or_else(|| Problem::not_found(format!("message {id} is gone")))?
-        }
-    };
-    drop(frames);
+    let feed = chat::runtime_answer(&cx, session, turn.continuing, frames, wait)
+        .await?
+        .ok_or_else(|| {
+            Problem::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "no_answer",
+                "No answer",
+                format!(
+                    "the runtime started no assistant message within {}s",
+                    wait.as_secs()
+                ),
+            )
+        })?;
     let slot = st.limits.subscribe(session)?;
     Ok(super::streams::ui_response(
         st,
@@ -289,91 +219,12 @@ async fn via_runtime(
     ))
 }
 
-/// The id of the next assistant message that starts in the session's
-/// frames (`None` when they end).
-async fn next_assistant_start(
-    frames: &mut (impl futures_util::Stream<Item = crate::frame::SharedFrame> + Unpin),
-) -> Option<String> {
-    use futures_util::StreamExt;
-    while let Some(f) = frames.next().await {
-        if f.kind != crate::frame::FrameKind::Delta {
-            continue;
-        }
-        let Ok(v) = serde_json::from_slice::<Value>(&f.json) else {
-            continue;
-        };
-        let starts = v["chunks"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|e| e["role"] == "assistant" && e["chunk"]["type"] == "start");
-        if let Some(id) = starts.and_then(|e| e["messageId"].as_str()) {
-            return Some(id.to_string());
-        }
-    }
-    None
-}
-
-/// The approval responses (`addToolApprovalResponse`) in a message's tool
-/// parts: `(toolCallId, approval id, approved, reason)`.
-fn approval_responses(message: Option<&Value>) -> Vec<(String, String, bool, Option<String>)> {
-    let Some(parts) = message
-        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-        .and_then(|m| m.get("parts"))
-        .and_then(Value::as_array)
-    else {
-        return Vec::new();
-    };
-    parts
-        .iter()
-        .filter(|p| p.get("state").and_then(Value::as_str) == Some("approval-responded"))
-        .filter_map(|p| {
-            let a = p.get("approval")?;
-            Some((
-                p.get("toolCallId")?.as_str()?.to_string(),
-                a.get("id")?.as_str()?.to_string(),
-                a.get("approved")?.as_bool()?,
-                a.get("reason").and_then(Value::as_str).map(str::to_string),
-            ))
-        })
-        .collect()
-}
-
-/// The text of a UI message (its text parts, joined).
-fn user_text(m: &Value) -> String {
-    m.get("parts")
-        .and_then(Value::as_array)
-        .map(|ps| {
-            ps.iter()
-                .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("")
-        })
-        .unwrap_or_default()
-}
-
-/// The user's message of a chat request (the last message, when it is the
-/// user's) as the session's `turn.submitted`, deduplicated by its id.
+/// The user's message of a chat request as the session's
+/// `turn.submitted` ([`chat::user_turn`]).
 async fn record_user_message(st: &AppState, session: &str, request: &Value) -> Result<(), Problem> {
-    let Some(last) = request
-        .get("messages")
-        .and_then(Value::as_array)
-        .and_then(|m| m.last())
-        .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-    else {
+    let Some(event) = chat::user_turn(request) else {
         return Ok(());
     };
-    let Some(id) = last
-        .get("id")
-        .and_then(Value::as_str)
-        .filter(|i| !i.is_empty())
-    else {
-        return Ok(());
-    };
-    let text = user_text(last);
-    let event = json!({"id": format!("chat-user:{id}"), "type": "turn.submitted",
-                       "turnId": id, "messageId": id, "payload": {"text": text}});
     record(st, session, vec![event], "invalid_chat_request").await
 }
 
