@@ -8,12 +8,14 @@ use figment::providers::{Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+mod durable_streams;
 mod stream;
 mod telemetry;
 mod upstream;
 
 use crate::allowlist::{http_url, AllowedHost};
 use crate::projection::ProjectionConfig;
+pub use durable_streams::DurableStreamsConfig;
 pub use stream::StreamConfig;
 pub use telemetry::TelemetryConfig;
 pub use upstream::UpstreamConfig;
@@ -53,6 +55,7 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub controls: ControlsConfig,
     pub upstream: UpstreamConfig,
+    pub durable_streams: DurableStreamsConfig,
     pub telemetry: TelemetryConfig,
 }
 
@@ -437,6 +440,9 @@ impl Config {
             .validate(&self.controls.allowed_hosts)
             .map_err(ConfigError::Invalid)?;
         self.telemetry.validate().map_err(ConfigError::Invalid)?;
+        self.durable_streams
+            .validate()
+            .map_err(ConfigError::Invalid)?;
         Ok(())
     }
 }

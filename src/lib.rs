@@ -18,6 +18,9 @@
 //! - [`session`]: commands, handles and the registry; `session::actor` is
 //!   one actor per session (hydrate, ingest, commands, feed, shared-store sync).
 //! - [`control`]: the relay of decisions and run controls to runtimes.
+//! - [`ds`]: Durable Streams: streams of bytes or JSON at a path, created,
+//!   appended, read from any offset, closed, expired (the protocol's rules
+//!   pure in [`ds::model`]), each a log of its own on the configured store.
 //! - [`gateway`]: the gateways' upstream runs (AI SDK chat, AG-UI): the
 //!   request forwarded, its answer read into the session as it arrives.
 //! - [`stream`]: the one replay-then-live machine; SSE, WebSocket and AI SDK
@@ -39,6 +42,7 @@ pub use projector_core::{event, frame, projection};
 pub mod allowlist;
 pub mod config;
 pub mod control;
+pub mod ds;
 pub mod gateway;
 pub mod http;
 pub use http::openapi;
@@ -194,6 +198,19 @@ pub async fn serve(
     }
     let relay = control::Relay::new(&cfg.controls)?;
     let gateway = Arc::new(gateway::Gateway::new(&cfg)?);
+    let streams = if cfg.durable_streams.enabled {
+        let d = &cfg.durable_streams;
+        Some(ds::Streams::new(
+            ds::open_store(&cfg)?,
+            ds::Settings {
+                long_poll: Duration::from_millis(d.long_poll_ms),
+                sse_span: Duration::from_secs(d.sse_span_secs),
+                read_bytes: d.read_bytes,
+            },
+        ))
+    } else {
+        None
+    };
     let state = http::AppState {
         auth,
         limits: Arc::new(http::limits::Limiter::new(&cfg.limits)),
@@ -203,6 +220,7 @@ pub async fn serve(
         metrics: metrics_handle(),
         relay,
         gateway,
+        streams,
         compressed_streams: Default::default(),
     };
     let app = http::router(state);

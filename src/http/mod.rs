@@ -8,6 +8,7 @@ pub mod auth;
 pub mod chat;
 mod compress;
 pub mod controls;
+pub mod ds;
 pub mod error;
 mod extract;
 pub mod index;
@@ -56,6 +57,8 @@ pub struct AppState {
     pub relay: crate::control::Relay,
     /// The AI SDK chat gateway (`POST /v1/chat`).
     pub gateway: crate::gateway::SharedGateway,
+    /// The Durable Streams server (`/ds`), unless it is off.
+    pub streams: Option<std::sync::Arc<crate::ds::Streams>>,
     /// Event streams being gzipped now (`http.compressed_streams_max`).
     pub compressed_streams: crate::stream::compress::StreamBudget,
 }
@@ -106,6 +109,7 @@ pub fn router(state: AppState) -> Router {
         .merge(chat::router())
         .merge(ag_ui_gateway::router())
         .merge(viewer::router())
+        .merge(ds::router())
         .fallback(|| async { Problem::not_found("no such endpoint") })
         .method_not_allowed_fallback(|| async {
             Problem::new(
@@ -218,14 +222,30 @@ fn session_of(path: &str) -> &str {
 
 fn cors(origins: &[String]) -> CorsLayer {
     let layer = CorsLayer::new()
-        .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
-        .allow_headers([
-            axum::http::header::CONTENT_TYPE,
-            axum::http::header::AUTHORIZATION,
-            HeaderName::from_static("last-event-id"),
-            REQUEST_ID,
+        .allow_methods([
+            Method::GET,
+            Method::HEAD,
+            Method::PUT,
+            Method::POST,
+            Method::DELETE,
+            Method::OPTIONS,
         ])
-        .expose_headers([REQUEST_ID])
+        .allow_headers(
+            [
+                axum::http::header::CONTENT_TYPE,
+                axum::http::header::AUTHORIZATION,
+                HeaderName::from_static("last-event-id"),
+                REQUEST_ID,
+            ]
+            .into_iter()
+            .chain(ds::REQUEST_HEADERS)
+            .collect::<Vec<_>>(),
+        )
+        .expose_headers(
+            std::iter::once(REQUEST_ID)
+                .chain(ds::RESPONSE_HEADERS)
+                .collect::<Vec<_>>(),
+        )
         .max_age(Duration::from_secs(600));
     if origins.iter().any(|o| o == "*") {
         layer.allow_origin(Any)

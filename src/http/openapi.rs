@@ -13,7 +13,8 @@ use utoipa::{Modify, OpenApi};
 
 use super::error::{Problem, ProblemItem};
 use super::{
-    ag_ui_gateway, chat, controls, index, ingest, messages, mux, ops, sessions, streams, AppState,
+    ag_ui_gateway, chat, controls, ds, index, ingest, messages, mux, ops, sessions, streams,
+    AppState,
 };
 use crate::session::{IngestOutcome, Warning};
 
@@ -46,6 +47,11 @@ use crate::session::{IngestOutcome, Warning};
         index::index_stream,
         ag_ui_gateway::run_agent,
         chat::post_chat,
+        ds::ds_create,
+        ds::ds_append,
+        ds::read::ds_read,
+        ds::ds_head,
+        ds::ds_delete,
         ops::get_healthz,
         ops::get_readyz,
         ops::get_metrics,
@@ -57,6 +63,7 @@ use crate::session::{IngestOutcome, Warning};
         (name = "sessions", description = "Snapshots and the event log"),
         (name = "controls", description = "Decisions and run controls, relayed to the session's runtime"),
         (name = "streams", description = "Replay-then-live frame streams"),
+        (name = "durable-streams", description = "The Durable Streams protocol (@durable-streams/*) under /ds: streams of bytes or JSON messages at a path (docs/DURABLE-STREAMS.md)"),
         (name = "operations", description = "Health, readiness, metrics"),
     )
 )]

@@ -47,6 +47,9 @@ pub async fn get_readyz(State(st): State<AppState>) -> Result<Json<Health>, Prob
         ));
     }
     st.registry.store().ready().await?;
+    if let Some(streams) = &st.streams {
+        streams.ready().await?;
+    }
     Ok(Json(Health { status: "ready" }))
 }
 

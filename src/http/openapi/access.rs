@@ -8,6 +8,26 @@
 /// operation that is not here.
 pub(super) const ACCESS: &[(&str, Option<&str>)] = &[
     ("get_healthz", None),
+    (
+        "ds_create",
+        Some("the `publish` scope, and the stream's path in its `sessions` claim"),
+    ),
+    (
+        "ds_append",
+        Some("the `publish` scope, and the stream's path in its `sessions` claim"),
+    ),
+    (
+        "ds_delete",
+        Some("the `publish` scope, and the stream's path in its `sessions` claim"),
+    ),
+    (
+        "ds_read",
+        Some("the `subscribe` scope, and the stream's path in its `sessions` claim"),
+    ),
+    (
+        "ds_head",
+        Some("the `subscribe` scope, and the stream's path in its `sessions` claim"),
+    ),
     ("get_readyz", None),
     ("get_openapi", None),
     ("get_metrics", Some("the `admin` scope")),
