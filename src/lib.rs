@@ -200,14 +200,20 @@ pub async fn serve(
     let gateway = Arc::new(gateway::Gateway::new(&cfg)?);
     let streams = if cfg.durable_streams.enabled {
         let d = &cfg.durable_streams;
-        Some(ds::Streams::new(
+        let streams = ds::Streams::new(
             ds::open_store(&cfg)?,
             ds::Settings {
                 long_poll: Duration::from_millis(d.long_poll_ms),
                 sse_span: Duration::from_secs(d.sse_span_secs),
                 read_bytes: d.read_bytes,
             },
-        ))
+        );
+        registry.spawn_task(sweep_streams(
+            streams.clone(),
+            Duration::from_secs(d.sweep_secs),
+            shutdown.clone(),
+        ));
+        Some(streams)
     } else {
         None
     };
@@ -232,6 +238,24 @@ pub async fn serve(
     registry.wait_stopped().await;
     tracing::info!("agent-projector stopped");
     Ok(())
+}
+
+/// The Durable Streams expiry sweep: every `every`, delete the streams
+/// past their TTL or expiry.
+async fn sweep_streams(streams: Arc<ds::Streams>, every: Duration, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        match streams.sweep(10_000).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(deleted = n, "expiry sweep deleted durable streams"),
+            Err(e) => tracing::warn!(error = %e, "expiry sweep of durable streams failed"),
+        }
+    }
 }
 
 /// The retention sweep: every `every`, delete sessions idle for `max_age_ms`.

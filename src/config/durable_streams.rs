@@ -12,6 +12,7 @@ pub struct DurableStreamsConfig {
     pub sse_span_secs: u64,
     pub read_bytes: usize,
     pub max_append_bytes: usize,
+    pub sweep_secs: u64,
 }
 
 impl DurableStreamsConfig {
@@ -21,6 +22,9 @@ impl DurableStreamsConfig {
         }
         if self.sse_span_secs == 0 {
             return Err("durable_streams.sse_span_secs must be at least 1".into());
+        }
+        if self.sweep_secs == 0 {
+            return Err("durable_streams.sweep_secs must be at least 1".into());
         }
         if self.read_bytes == 0 || self.max_append_bytes == 0 {
             return Err("durable_streams.read_bytes and max_append_bytes must be above 0".into());

@@ -279,6 +279,44 @@ impl Streams {
         Ok(Some(view))
     }
 
+    /// Delete the streams that expired (their data leaves the store), up
+    /// to `limit` of them per call; a stream is otherwise deleted at its
+    /// next access after its expiry. The number deleted.
+    pub async fn sweep(&self, limit: usize) -> Result<usize, StoreError> {
+        let now = now_ms();
+        let mut after: Option<String> = None;
+        let mut deleted = 0;
+        loop {
+            let page = self.log.list(after.as_deref(), 1000).await?;
+            let Some((last, _)) = page.last() else {
+                return Ok(deleted);
+            };
+            after = Some(last.clone());
+            for (path, meta) in &page {
+                let Some(Ok(state)) = meta
+                    .listing
+                    .as_deref()
+                    .filter(|l| *l != GONE)
+                    .map(serde_json::from_str::<State>)
+                else {
+                    continue;
+                };
+                if state.soft_deleted {
+                    continue;
+                }
+                let view = View::of(state, meta);
+                if self.deadline(path, &view).is_some_and(|d| now >= d) {
+                    // Reading it deletes it (as a deletion would, forks kept).
+                    self.view(path).await?;
+                    deleted += 1;
+                    if deleted >= limit {
+                        return Ok(deleted);
+                    }
+                }
+            }
+        }
+    }
+
     /// When the stream expires (Unix ms), if it does.
     pub fn deadline(&self, path: &str, view: &View) -> Option<u64> {
         let c = &view.state.config;
@@ -433,3 +471,7 @@ impl Streams {
         })
     }
 }
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

@@ -147,12 +147,13 @@ fn messages(config_json: bool, body: Bytes) -> Result<Vec<Bytes>, Problem> {
     path = "/ds/v1/stream/{path}",
     tag = "durable-streams",
     params(("path" = String, Path, description = "The stream's path (may hold `/`)")),
-    request_body(content = String, description = "Initial content (optional); the stream's content type is the request's (default application/octet-stream). Headers: Stream-TTL or Stream-Expires-At, Stream-Closed", content_type = "application/octet-stream"),
+    request_body(content = String, description = "Initial content (optional); the stream's content type is the request's (default application/octet-stream). Headers: Stream-TTL or Stream-Expires-At, Stream-Closed; a fork: Stream-Forked-From, Stream-Fork-Offset, Stream-Fork-Sub-Offset", content_type = "application/octet-stream"),
     responses(
         (status = 201, description = "Created; `Location`, `Stream-Next-Offset`"),
         (status = 200, description = "It exists with this configuration"),
-        (status = 400, description = "Bad headers or body", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "It exists with another configuration", body = Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Bad headers or body, or a fork offset that is not the source's", body = Problem, content_type = "application/problem+json"),
+        (status = 404, description = "The fork's source stream does not exist", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "It exists with another configuration, or was deleted while forks of it live; or the fork's source was deleted or has another content type", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over [durable_streams] max_append_bytes", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -230,6 +231,7 @@ fn described(r: &mut Response, view: &View) {
         (status = 403, description = "Stale producer epoch; `Producer-Epoch` is the current one", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such stream", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Content type mismatch, Stream-Seq regression, producer sequence gap, or the stream is closed (`Stream-Closed: true`)", body = Problem, content_type = "application/problem+json"),
+        (status = 410, description = "The stream was deleted while forks of it live", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over [durable_streams] max_append_bytes", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -403,7 +405,9 @@ pub(super) fn deleted() -> Problem {
     params(("path" = String, Path, description = "The stream's path")),
     responses(
         (status = 200, description = "`Content-Type`, `Stream-Next-Offset`, `Stream-TTL` / `Stream-Expires-At`, `Stream-Closed`"),
+        (status = 400, description = "Not a valid stream path"),
         (status = 404, description = "No such stream"),
+        (status = 410, description = "The stream was deleted while forks of it live"),
     )
 )]
 pub async fn ds_head(
@@ -441,8 +445,10 @@ pub async fn ds_head(
     tag = "durable-streams",
     params(("path" = String, Path, description = "The stream's path")),
     responses(
-        (status = 204, description = "Deleted"),
+        (status = 204, description = "Deleted (marked deleted while forks of it live)"),
+        (status = 400, description = "Not a valid stream path", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such stream", body = Problem, content_type = "application/problem+json"),
+        (status = 410, description = "Already deleted; forks of it still live", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn ds_delete(

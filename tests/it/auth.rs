@@ -118,6 +118,11 @@ const ENDPOINTS: &[(&str, &str, &str, bool)] = &[
     ("POST", "/v1/sessions/s1/actions/a1", "control", true),
     ("POST", "/v1/sessions/s1/controls", "control", true),
     ("DELETE", "/v1/sessions/s-del", "admin", true),
+    // Durable Streams: the stream path is matched as a session id is.
+    ("PUT", "/ds/v1/stream/s1", "publish", true),
+    ("POST", "/ds/v1/stream/s1", "publish", true),
+    ("GET", "/ds/v1/stream/s1", "subscribe", true),
+    ("DELETE", "/ds/v1/stream/s-del", "publish", true),
 ];
 
 async fn call(srv: &TestServer, method: &str, path: &str, token: Option<&str>) -> (u16, Value) {
@@ -130,6 +135,7 @@ async fn call(srv: &TestServer, method: &str, path: &str, token: Option<&str>) -
     };
     let mut req = match method {
         "POST" => srv.http.post(srv.url(path)).json(&body),
+        "PUT" => srv.http.put(srv.url(path)).json(&body),
         "DELETE" => srv.http.delete(srv.url(path)),
         _ => srv.http.get(srv.url(path)),
     };
@@ -180,6 +186,14 @@ async fn every_endpoint_checks_token_session_and_scope() {
         .map(|r| (r.status().as_u16(), ()))
         .unwrap();
     assert_eq!(s, 200);
+    let r = srv
+        .http
+        .put(srv.url("/ds/v1/stream/s-del"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
     for &(method, path, scope, has_session) in ENDPOINTS {
         let ctx = format!("{method} {path}");
         let (st, p) = call(&srv, method, path, None).await;

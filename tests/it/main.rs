@@ -11,6 +11,7 @@ mod compress;
 mod conformance;
 mod controls;
 mod crash;
+mod ds;
 mod full_disk;
 mod fuzz;
 mod hostile;

@@ -108,7 +108,7 @@ fn read_query(raw: Option<&str>) -> Result<ReadQuery, Problem> {
         (status = 304, description = "`If-None-Match` matched the ETag"),
         (status = 400, description = "Malformed offset or query", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such stream", body = Problem, content_type = "application/problem+json"),
-        (status = 410, description = "The offset names data of a deleted stream", body = Problem, content_type = "application/problem+json"),
+        (status = 410, description = "The offset names data of a deleted stream, or the stream was deleted while forks of it live", body = Problem, content_type = "application/problem+json"),
     )
 )]
 pub async fn ds_read(
