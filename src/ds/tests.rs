@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::store::memory::MemoryLog;
-use crate::store::{EventLog, Retention};
+use crate::store::Retention;
 
 fn streams() -> (Arc<Streams>, SharedLog) {
     let log: SharedLog = Arc::new(MemoryLog::new(Retention {
