@@ -35,7 +35,9 @@ use dashmap::DashMap;
 use tokio::sync::watch;
 
 pub use model::{Append, Config, ForkOrigin, Outcome, Producer, Refusal, State};
-pub use offset::{cursor_interval, format as format_offset, parse as parse_offset, Offset};
+pub use offset::{
+    cursor_interval, format as format_offset, parse as parse_offset, parse_tagged, Offset,
+};
 pub use store::open_store;
 pub use write::{Create, ForkRequest};
 
@@ -96,6 +98,9 @@ pub struct View {
     pub updated_ms: u64,
     /// The log's epoch (changes when the stream is replaced).
     pub epoch: String,
+    /// Offsets of this stream carry this after the `_` (a session's epoch);
+    /// `None`: zeros.
+    pub tag: Option<String>,
 }
 
 /// Why a stream request failed.
@@ -176,7 +181,16 @@ impl View {
             base: at(meta.base),
             updated_ms: meta.updated_ms,
             epoch: meta.epoch.clone(),
+            tag: None,
             state,
+        }
+    }
+
+    /// The offset string of a position of this stream.
+    pub fn format(&self, offset: u64) -> String {
+        match &self.tag {
+            Some(t) => offset::format_tagged(offset, t),
+            None => offset::format(offset),
         }
     }
 

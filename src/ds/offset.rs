@@ -26,6 +26,31 @@ pub fn format(cursor: u64) -> String {
     format!("{cursor:0WIDTH$}_{:0WIDTH$}", 0)
 }
 
+/// The offset after `cursor` of a stream whose offsets carry `tag` (a
+/// session's epoch): `<cursor>_<tag>`.
+pub fn format_tagged(cursor: u64, tag: &str) -> String {
+    format!("{cursor:0WIDTH$}_{tag}")
+}
+
+/// Parse an offset of a tagged stream: the sentinels, or `<cursor>_<tag>`
+/// with the tag it was given (`None` when malformed).
+pub fn parse_tagged(v: &str) -> Option<(Offset, Option<&str>)> {
+    match v {
+        "-1" => Some((Offset::Start, None)),
+        "now" => Some((Offset::Now, None)),
+        _ => {
+            let (cursor, tag) = v.split_once('_')?;
+            let ok = cursor.len() == WIDTH
+                && cursor.bytes().all(|b| b.is_ascii_digit())
+                && !tag.is_empty()
+                && tag.len() <= 64
+                && tag.bytes().all(|b| b.is_ascii_alphanumeric());
+            ok.then(|| cursor.parse().ok().map(|c| (Offset::After(c), Some(tag))))
+                .flatten()
+        }
+    }
+}
+
 /// Parse a client's offset; `None` when it is not one this server made.
 pub fn parse(v: &str) -> Option<Offset> {
     match v {

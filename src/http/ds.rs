@@ -6,8 +6,10 @@
 //! `subscribe` to read, `publish` to write) and answers with the
 //! protocol's statuses and headers, errors as problem+json.
 
+mod answer;
 mod headers;
 pub mod read;
+mod session;
 
 use headers::{asked, closes, format_rfc3339, header, producer};
 
@@ -24,7 +26,7 @@ use super::error::Problem;
 use super::extract::read_body;
 use super::AppState;
 use crate::ds::model;
-use crate::ds::{format_offset, Append, DsError, Outcome, Refusal, Streams, View};
+use crate::ds::{Append, DsError, Outcome, Refusal, Streams, View};
 
 pub(super) const NEXT_OFFSET: HeaderName = HeaderName::from_static("stream-next-offset");
 pub(super) const UP_TO_DATE: HeaderName = HeaderName::from_static("stream-up-to-date");
@@ -167,6 +169,7 @@ pub async fn ds_create(
 ) -> Result<Response, Problem> {
     let streams = streams(&st)?;
     let path = stream_path(&path)?;
+    session::read_only(path)?;
     caller.require(Scope::Publish, Some(path))?;
     let max = st.cfg.durable_streams.max_append_bytes;
     let body = read_body(&st.limits, &headers, body, max).await?;
@@ -210,7 +213,7 @@ fn described(r: &mut Response, view: &View) {
         axum::http::header::CONTENT_TYPE,
         &view.state.config.content_type,
     );
-    set(r, NEXT_OFFSET, &format_offset(view.head));
+    set(r, NEXT_OFFSET, &view.format(view.head));
     if view.state.closed {
         set(r, CLOSED, "true");
     }
@@ -244,6 +247,7 @@ pub async fn ds_append(
 ) -> Result<Response, Response> {
     let streams = streams(&st).map_err(IntoResponse::into_response)?;
     let path = stream_path(&path).map_err(IntoResponse::into_response)?;
+    session::read_only(path).map_err(IntoResponse::into_response)?;
     caller
         .require(Scope::Publish, Some(path))
         .map_err(IntoResponse::into_response)?;
@@ -286,7 +290,7 @@ pub async fn ds_append(
         _ => StatusCode::NO_CONTENT,
     };
     let mut r = status.into_response();
-    set(&mut r, NEXT_OFFSET, &format_offset(done.view.head));
+    set(&mut r, NEXT_OFFSET, &done.view.format(done.view.head));
     if done.view.state.closed {
         set(&mut r, CLOSED, "true");
     }
@@ -339,7 +343,7 @@ fn refused(refusal: Refusal, view: &View) -> Response {
     match refusal {
         Refusal::Closed => {
             set(&mut r, CLOSED, "true");
-            set(&mut r, NEXT_OFFSET, &format_offset(view.head));
+            set(&mut r, NEXT_OFFSET, &view.format(view.head));
         }
         Refusal::StaleEpoch { current } => {
             set(&mut r, PRODUCER_EPOCH, itoa::Buffer::new().format(current));
@@ -417,6 +421,10 @@ pub async fn ds_head(
 ) -> Result<Response, Problem> {
     let streams = streams(&st)?;
     let path = stream_path(&path)?;
+    if let Some(id) = session::id_of(path) {
+        caller.require(Scope::Subscribe, Some(id))?;
+        return session::head(&st, id).await;
+    }
     caller.require(Scope::Subscribe, Some(path))?;
     let view = streams
         .view(path)
@@ -458,6 +466,7 @@ pub async fn ds_delete(
 ) -> Result<StatusCode, Problem> {
     let streams = streams(&st)?;
     let path = stream_path(&path)?;
+    session::read_only(path)?;
     caller.require(Scope::Publish, Some(path))?;
     match streams.delete(path).await {
         Ok(true) => Ok(StatusCode::NO_CONTENT),

@@ -7,89 +7,19 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
-use base64::Engine;
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::response::Response;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
-use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::{failure, set, stream_path, streams, CLOSED, CURSOR, NEXT_OFFSET, UP_TO_DATE};
-use crate::ds::{cursor_interval, format_offset, parse_offset, Chunk, Offset, Streams, View};
+use super::answer::{at_tail, catch_up, control_event, data_event, no_data, read_query, Live};
+use super::{failure, stream_path, streams};
+use crate::ds::{cursor_interval, parse_offset, Chunk, Offset, Streams, View};
 use crate::http::auth::{Caller, Scope};
 use crate::http::error::Problem;
 use crate::http::AppState;
 use crate::store::now_ms;
-
-/// How a read goes on after the data there is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Live {
-    No,
-    LongPoll,
-    Sse,
-}
-
-/// A read's query: `offset`, `live`, `cursor` (others are ignored).
-struct ReadQuery {
-    offset: Option<Offset>,
-    live: Live,
-    cursor: Option<String>,
-}
-
-fn read_query(raw: Option<&str>) -> Result<ReadQuery, Problem> {
-    let mut offset = None;
-    let mut live = None;
-    let mut cursor = None;
-    for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let v = percent_encoding::percent_decode_str(v)
-            .decode_utf8()
-            .map_err(|_| Problem::bad_request("invalid_query", "the query is not UTF-8"))?
-            .into_owned();
-        let slot = match k {
-            "offset" => &mut offset,
-            "live" => &mut live,
-            "cursor" => &mut cursor,
-            _ => continue,
-        };
-        if slot.replace(v).is_some() {
-            return Err(Problem::bad_request(
-                "invalid_query",
-                format!("`{k}` is given more than once"),
-            ));
-        }
-    }
-    let offset = offset
-        .map(|o| {
-            parse_offset(&o).ok_or_else(|| {
-                Problem::bad_request("invalid_offset", "not an offset of this server, -1 or now")
-            })
-        })
-        .transpose()?;
-    let live = match live.as_deref() {
-        None | Some("false") => Live::No,
-        Some("long-poll") => Live::LongPoll,
-        Some("sse") => Live::Sse,
-        Some(_) => {
-            return Err(Problem::bad_request(
-                "invalid_live",
-                "live is long-poll or sse",
-            ))
-        }
-    };
-    if live != Live::No && offset.is_none() {
-        return Err(Problem::bad_request(
-            "offset_required",
-            "a live read needs an offset (-1 for the beginning, now for the tail)",
-        ));
-    }
-    Ok(ReadQuery {
-        offset,
-        live,
-        cursor,
-    })
-}
 
 /// Read a stream.
 #[utoipa::path(
@@ -120,8 +50,21 @@ pub async fn ds_read(
 ) -> Result<Response, Problem> {
     let streams = streams(&st)?;
     let path = stream_path(&path)?.to_string();
-    caller.require(Scope::Subscribe, Some(&path))?;
     let q = read_query(raw.as_deref())?;
+    if let Some(id) = super::session::id_of(&path) {
+        caller.require(Scope::Subscribe, Some(id))?;
+        return super::session::read(&st, id, q, &headers).await;
+    }
+    caller.require(Scope::Subscribe, Some(&path))?;
+    let offset = q
+        .offset
+        .as_deref()
+        .map(|o| {
+            parse_offset(o).ok_or_else(|| {
+                Problem::bad_request("invalid_offset", "not an offset of this server, -1 or now")
+            })
+        })
+        .transpose()?;
     let view = streams
         .view(&path)
         .await?
@@ -129,13 +72,13 @@ pub async fn ds_read(
     if view.state.soft_deleted {
         return Err(super::deleted());
     }
-    let after = match q.offset.unwrap_or(Offset::Start) {
+    let after = match offset.unwrap_or(Offset::Start) {
         Offset::Start => view.base,
         Offset::Now => view.head,
         Offset::After(c) => c,
     };
     match q.live {
-        Live::No if q.offset == Some(Offset::Now) => {
+        Live::No if offset == Some(Offset::Now) => {
             streams.touch(&path, &view);
             Ok(at_tail(&view))
         }
@@ -150,94 +93,6 @@ pub async fn ds_read(
             Ok(sse(&st, path, chunk, q.cursor))
         }
     }
-}
-
-/// `offset=now` without `live`: nothing, at the tail.
-fn at_tail(view: &View) -> Response {
-    let body = if view.state.config.json() { "[]" } else { "" };
-    let mut r = body.into_response();
-    set(
-        &mut r,
-        axum::http::header::CONTENT_TYPE,
-        &view.state.config.content_type,
-    );
-    set(&mut r, NEXT_OFFSET, &format_offset(view.head));
-    set(&mut r, UP_TO_DATE, "true");
-    set(&mut r, axum::http::header::CACHE_CONTROL, "no-store");
-    if view.state.closed {
-        set(&mut r, CLOSED, "true");
-    }
-    r
-}
-
-/// The body of a chunk: the bytes, or for JSON an array of the messages.
-fn body_of(chunk: &Chunk) -> Bytes {
-    let json = chunk.view.state.config.json();
-    let len: usize = chunk.records.iter().map(|r| r.bytes.len() + 1).sum();
-    let mut b = BytesMut::with_capacity(len + 2);
-    if json {
-        b.put_u8(b'[');
-    }
-    let mut first = true;
-    for r in &chunk.records {
-        if json && r.messages > 0 {
-            if !first {
-                b.put_u8(b',');
-            }
-            first = false;
-        }
-        b.put_slice(&r.bytes);
-    }
-    if json {
-        b.put_u8(b']');
-    }
-    b.freeze()
-}
-
-/// A catch-up (or long-poll) answer with the data of `chunk`.
-fn catch_up(chunk: &Chunk, after: u64, headers: &HeaderMap, cursor: Option<u64>) -> Response {
-    let closed_here = chunk.up_to_date && chunk.view.state.closed;
-    let etag = format!(
-        "\"{}:{}:{}{}\"",
-        chunk.view.epoch,
-        format_offset(after),
-        format_offset(chunk.next),
-        if closed_here { ":c" } else { "" }
-    );
-    let matched = headers
-        .get(axum::http::header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
-    let mut r = if matched {
-        StatusCode::NOT_MODIFIED.into_response()
-    } else {
-        body_of(chunk).into_response()
-    };
-    set(
-        &mut r,
-        axum::http::header::CONTENT_TYPE,
-        &chunk.view.state.config.content_type,
-    );
-    set(&mut r, NEXT_OFFSET, &format_offset(chunk.next));
-    set(&mut r, axum::http::header::ETAG, &etag);
-    if chunk.up_to_date {
-        set(&mut r, UP_TO_DATE, "true");
-    }
-    if closed_here {
-        set(&mut r, CLOSED, "true");
-    }
-    // Data at an offset never changes, so it may be cached briefly; an
-    // answer at the tail changes with the next append and is not.
-    let cache = if chunk.records.is_empty() {
-        "no-store"
-    } else {
-        "private, max-age=60, stale-while-revalidate=300"
-    };
-    set(&mut r, axum::http::header::CACHE_CONTROL, cache);
-    if let Some(c) = cursor {
-        set(&mut r, CURSOR, itoa::Buffer::new().format(c));
-    }
-    r
 }
 
 /// `live=long-poll`: the data after `after` at once if there is some,
@@ -289,19 +144,6 @@ async fn long_poll(
     streams.unwatch(path);
     streams.touch(path, &view);
     answer
-}
-
-/// A long-poll's 204: no data, the tail offset, up to date.
-fn no_data(view: &View, cursor: u64) -> Response {
-    let mut r = StatusCode::NO_CONTENT.into_response();
-    set(&mut r, NEXT_OFFSET, &format_offset(view.head));
-    set(&mut r, UP_TO_DATE, "true");
-    set(&mut r, CURSOR, itoa::Buffer::new().format(cursor));
-    set(&mut r, axum::http::header::CACHE_CONTROL, "no-store");
-    if view.state.closed {
-        set(&mut r, CLOSED, "true");
-    }
-    r
 }
 
 /// `live=sse`: the data from the first chunk on as `data` + `control`
@@ -382,50 +224,4 @@ fn sse(st: &AppState, path: String, first: Chunk, echoed: Option<String>) -> Res
         );
     }
     r
-}
-
-/// A `data` event: the chunk's text split into `data:` lines (so no
-/// payload can end the event or start another), or its base64.
-fn data_event(chunk: &Chunk, textual: bool) -> Bytes {
-    let body = body_of(chunk);
-    let mut out = BytesMut::with_capacity(body.len() + 32);
-    out.put_slice(b"event: data\n");
-    if textual {
-        let text = String::from_utf8_lossy(&body);
-        for line in text.split("\r\n").flat_map(|l| l.split(['\r', '\n'])) {
-            // A leading space would be taken for the separator's.
-            out.put_slice(if line.starts_with(' ') {
-                b"data: "
-            } else {
-                b"data:"
-            });
-            out.put_slice(line.as_bytes());
-            out.put_u8(b'\n');
-        }
-    } else {
-        out.put_slice(b"data:");
-        out.put_slice(
-            base64::engine::general_purpose::STANDARD
-                .encode(&body)
-                .as_bytes(),
-        );
-        out.put_u8(b'\n');
-    }
-    out.put_u8(b'\n');
-    out.freeze()
-}
-
-/// A `control` event: the next offset, and the cursor (or, at the end of
-/// a closed stream, `streamClosed` instead).
-fn control_event(chunk: &Chunk, cursor: u64) -> Bytes {
-    let mut c = json!({"streamNextOffset": format_offset(chunk.next)});
-    if chunk.up_to_date && chunk.view.state.closed {
-        c["streamClosed"] = true.into();
-    } else {
-        c["streamCursor"] = cursor.to_string().into();
-    }
-    if chunk.up_to_date {
-        c["upToDate"] = true.into();
-    }
-    Bytes::from(format!("event: control\ndata:{c}\n\n"))
 }
