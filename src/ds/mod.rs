@@ -84,6 +84,26 @@ pub struct Record {
     pub messages: u32,
 }
 
+/// What a watcher of a stream is told.
+#[derive(Debug, Clone, Default)]
+pub enum Change {
+    /// Nothing yet, or something this node cannot describe (another node
+    /// wrote, the stream went): read the log.
+    #[default]
+    Moved,
+    /// This node wrote these records after `after`: a reader standing at
+    /// `after` takes them from here, without reading the log.
+    Wrote(Arc<Written>),
+}
+
+/// A write, as its watchers get it.
+#[derive(Debug)]
+pub struct Written {
+    pub after: u64,
+    pub records: Vec<Record>,
+    pub view: View,
+}
+
 /// A stream as it stands. Positions are offsets (what clients see): a
 /// fork's continue its source's, so its log's cursors are these plus the
 /// state's `shift`.
@@ -151,16 +171,18 @@ pub struct Settings {
 /// takes to subscribe, so none is left without news.
 async fn follow(
     log: SharedLog,
-    live: Arc<DashMap<String, watch::Sender<u64>>>,
+    live: Arc<DashMap<String, watch::Sender<Change>>>,
     path: String,
-    tx: watch::Sender<u64>,
+    tx: watch::Sender<Change>,
 ) {
     let Some(news) = log.listen(&path).await else {
         return;
     };
     loop {
         tokio::select! {
-            () = news.wait() => tx.send_modify(|n| *n = n.wrapping_add(1)),
+            () = news.wait() => {
+                tx.send_replace(Change::Moved);
+            }
             () = tx.closed() => {
                 let gone = live.remove_if(&path, |_, t| t.same_channel(&tx) && t.receiver_count() == 0);
                 if gone.is_some() || !live.get(&path).is_some_and(|t| t.same_channel(&tx)) {
@@ -209,9 +231,13 @@ impl View {
 pub struct Streams {
     log: SharedLog,
     /// The head of each stream someone is waiting on, announced by writes.
-    live: Arc<DashMap<String, watch::Sender<u64>>>,
+    live: Arc<DashMap<String, watch::Sender<Change>>>,
     /// When each stream with a sliding TTL was last read (Unix ms).
     touched: DashMap<String, u64>,
+    /// Each stream as this node last wrote it: an append decides on it
+    /// without reading the log first. A stale one (another node wrote)
+    /// makes the store refuse the append, and it is read afresh.
+    written: DashMap<String, View>,
     pub settings: Settings,
 }
 
@@ -255,6 +281,7 @@ impl Streams {
             log,
             live: Arc::new(DashMap::new()),
             touched: DashMap::new(),
+            written: DashMap::new(),
             settings,
         })
     }
@@ -347,6 +374,22 @@ impl Streams {
         }
     }
 
+    /// The stream as this node last wrote it, unless it has expired since
+    /// (then it is read from the log, which deletes it).
+    pub(super) async fn for_write(&self, path: &str) -> Result<Option<View>, StoreError> {
+        if let Some(v) = self.written.get(path).map(|v| v.clone()) {
+            if !self.expired(path, &v) {
+                return Ok(Some(v));
+            }
+        }
+        self.view(path).await
+    }
+
+    /// Forget what this node wrote of a stream (the store said it moved).
+    pub(super) fn stale(&self, path: &str) {
+        self.written.remove(path);
+    }
+
     fn expired(&self, path: &str, view: &View) -> bool {
         self.deadline(path, view).is_some_and(|d| now_ms() >= d)
     }
@@ -373,10 +416,11 @@ impl Streams {
             listing: Some(GONE.to_string()),
             claim: false,
         };
+        self.written.remove(path);
         self.log.append(path, batch).await?;
         self.log.delete(path).await?;
         self.touched.remove(path);
-        self.announce(path, u64::MAX);
+        self.announce(path, Change::Moved);
         Ok(())
     }
 
@@ -394,11 +438,12 @@ impl Streams {
             session: path.to_string(),
             detail: format!("stream state: {e}"),
         })?;
-        let events = records
+        let events: Vec<_> = records
             .into_iter()
             .enumerate()
             .map(|(i, (kind, bytes, n))| record(head + 1 + i as u64, kind, bytes, n))
             .collect();
+        let data: Vec<Record> = events.iter().filter_map(data_of).collect();
         let meta = self
             .log
             .append(
@@ -413,13 +458,22 @@ impl Streams {
             )
             .await?;
         let view = View::of(state.clone(), &meta);
-        self.announce(path, view.head);
+        self.written.insert(path.to_string(), view.clone());
+        if self.live.contains_key(path) {
+            let after = view.offset(head);
+            let w = Written {
+                after,
+                records: data,
+                view: view.clone(),
+            };
+            self.announce(path, Change::Wrote(Arc::new(w)));
+        }
         Ok(view)
     }
 
-    fn announce(&self, path: &str, head: u64) {
+    fn announce(&self, path: &str, change: Change) {
         if let Some(tx) = self.live.get(path) {
-            tx.send_replace(head);
+            tx.send_replace(change);
         }
     }
 
@@ -427,9 +481,9 @@ impl Streams {
     /// On a shared store, writes made by other nodes are announced too:
     /// the first watcher of a stream starts following the store's news of
     /// it, until the last one has gone.
-    pub fn watch(&self, path: &str, head: u64) -> watch::Receiver<u64> {
+    pub fn watch(&self, path: &str) -> watch::Receiver<Change> {
         let entry = self.live.entry(path.to_string()).or_insert_with(|| {
-            let tx = watch::channel(head).0;
+            let tx = watch::channel(Change::Moved).0;
             if self.log.shared() {
                 let live = self.live.clone();
                 tokio::spawn(follow(self.log.clone(), live, path.to_string(), tx.clone()));
@@ -456,11 +510,21 @@ impl Streams {
         let mut records = Vec::new();
         let (mut next, head) = (view.cursor(after), view.cursor(view.head));
         let mut bytes = 0usize;
+        // Pages sized by what the records so far weigh, so that a stream of
+        // large appends is not read far past the budget: one record first,
+        // then as many as the rest of the budget holds at their average.
+        let mut want = 1usize;
+        let mut seen = (0usize, 0usize);
         'pages: while next < head {
-            let page = self.log.read(path, next, 256).await?;
+            let page = self.log.read(path, next, want).await?;
             if page.is_empty() {
                 break;
             }
+            seen.0 += page.len();
+            seen.1 += page.iter().map(|e| e.fact.len()).sum::<usize>();
+            let average = (seen.1 / seen.0).max(1);
+            let left = self.settings.read_bytes.saturating_sub(bytes) / average;
+            want = left.clamp(1, 1024);
             for e in page {
                 if e.cursor > head {
                     break 'pages;

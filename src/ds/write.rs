@@ -213,16 +213,32 @@ impl Streams {
 
     /// Append to (and, with `close`, close) the stream at `path`.
     pub async fn append(&self, path: &str, a: &super::Append) -> Result<Appended, DsError> {
+        // Decided on the view this node last wrote, an append that writes is
+        // checked by the store; one that writes nothing (a refusal, a
+        // duplicate) is decided again on the log as it stands, which another
+        // node of a shared store may have moved.
+        let shared = self.log.shared();
+        let mut fresh = false;
         loop {
-            let view = self.view(path).await?.ok_or(DsError::NotFound)?;
+            let view = if fresh {
+                self.view(path).await?
+            } else {
+                self.for_write(path).await?
+            };
+            let view = view.ok_or(DsError::NotFound)?;
+            let decided = model::decide_append(&view.state, a);
+            let writes = matches!(decided, Ok(Outcome::Write { .. }));
+            if shared && !fresh && (!writes || view.state.soft_deleted) {
+                fresh = true;
+                continue;
+            }
             if view.state.soft_deleted {
                 return Err(DsError::SoftDeleted);
             }
-            let outcome =
-                model::decide_append(&view.state, a).map_err(|refusal| DsError::Refused {
-                    refusal,
-                    view: Box::new(view.clone()),
-                })?;
+            let outcome = decided.map_err(|refusal| DsError::Refused {
+                refusal,
+                view: Box::new(view.clone()),
+            })?;
             let state = match &outcome {
                 Outcome::Duplicate { .. } => {
                     self.touch(path, &view);
@@ -245,8 +261,11 @@ impl Streams {
                     self.touch(path, &view);
                     return Ok(Appended { outcome, view });
                 }
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(e.into()),
+                Err(StoreError::Conflict { .. }) => self.stale(path),
+                Err(e) => {
+                    self.stale(path);
+                    return Err(e.into());
+                }
             }
         }
     }

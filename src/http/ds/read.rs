@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::answer::{at_tail, catch_up, control_event, data_event, no_data, read_query, Live};
 use super::{failure, stream_path, streams};
-use crate::ds::{cursor_interval, parse_offset, Chunk, Offset, Streams, View};
+use crate::ds::{cursor_interval, parse_offset, Change, Chunk, Offset, Streams, View};
 use crate::http::auth::{Caller, Scope};
 use crate::http::error::Problem;
 use crate::http::AppState;
@@ -108,7 +108,7 @@ async fn long_poll(
     let cursor = cursor_interval(now_ms(), echoed);
     let mut view = view;
     let deadline = tokio::time::Instant::now() + streams.settings.long_poll;
-    let mut changes = streams.watch(path, view.head);
+    let mut changes = streams.watch(path);
     let answer = loop {
         if after < view.head {
             let chunk = match streams.read(path, after, view.clone()).await {
@@ -160,7 +160,7 @@ fn sse(st: &AppState, path: String, first: Chunk, echoed: Option<String>) -> Res
         let mut cursor = cursor_interval(now_ms(), echoed.as_deref());
         let end = tokio::time::Instant::now() + span;
         let mut chunk = first;
-        let mut changes = streams.watch(&path, chunk.view.head);
+        let mut changes = streams.watch(&path);
         loop {
             // A data event and its control event go out in one write, so
             // that a reader never sees the one without the other.
@@ -173,32 +173,54 @@ fn sse(st: &AppState, path: String, first: Chunk, echoed: Option<String>) -> Res
             if tx.send(out.freeze()).await.is_err() || closed {
                 break;
             }
-            let mut after = chunk.next;
-            // Wait for more (the stream may have moved while we sent).
-            let view = loop {
-                let view = match streams.view(&path).await {
-                    Ok(Some(v)) => v,
-                    _ => break None,
-                };
-                if view.head > after || view.state.closed != chunk.view.state.closed {
-                    break Some(view);
+            let after = chunk.next;
+            // Wait for more (the stream may have moved while we sent). What
+            // this node writes right after `after` comes with the news; else
+            // the log is read.
+            changes.mark_unchanged();
+            let mut next = None;
+            let mut check = true;
+            while next.is_none() {
+                if check {
+                    let view = match streams.view(&path).await {
+                        Ok(Some(v)) => v,
+                        _ => break,
+                    };
+                    if view.head > after || view.state.closed != chunk.view.state.closed {
+                        next = streams.read(&path, after, view).await.ok();
+                        if next.is_none() {
+                            break;
+                        }
+                        continue;
+                    }
                 }
                 tokio::select! {
-                    changed = changes.changed() => if changed.is_err() { break None },
-                    () = tokio::time::sleep(heartbeat) => {
-                        if tx.send(Bytes::from_static(b": \n\n")).await.is_err() { break None }
+                    changed = changes.changed() => {
+                        if changed.is_err() { break }
+                        let change = changes.borrow_and_update().clone();
+                        match change {
+                            Change::Wrote(w) if w.after == after => {
+                                next = Some(Chunk {
+                                    records: w.records.clone(),
+                                    next: w.view.head,
+                                    up_to_date: true,
+                                    view: w.view.clone(),
+                                });
+                            }
+                            _ => check = true,
+                        }
                     }
-                    () = tokio::time::sleep_until(end) => break None,
-                    () = shutdown.cancelled() => break None,
-                    () = tx.closed() => break None,
+                    () = tokio::time::sleep(heartbeat) => {
+                        if tx.send(Bytes::from_static(b": \n\n")).await.is_err() { break }
+                        check = false;
+                    }
+                    () = tokio::time::sleep_until(end) => break,
+                    () = shutdown.cancelled() => break,
+                    () = tx.closed() => break,
                 }
-                after = chunk.next;
-            };
-            let Some(view) = view else { break };
-            chunk = match streams.read(&path, after, view).await {
-                Ok(c) => c,
-                Err(_) => break,
-            };
+            }
+            let Some(n) = next else { break };
+            chunk = n;
             cursor = cursor_interval(now_ms(), Some(&cursor.to_string()));
         }
         drop(changes);
