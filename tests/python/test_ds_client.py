@@ -3,21 +3,11 @@
 frame, then a resumed read from the offset it ended at, then live SSE from
 there."""
 
-import json
 import threading
-import urllib.request
 
 from durable_streams import stream
 
-
-def post(base, session, events):
-    req = urllib.request.Request(
-        f"{base}/v1/sessions/{session}/events",
-        data=json.dumps(events).encode(),
-        headers={"content-type": "application/json"},
-    )
-    with urllib.request.urlopen(req) as r:
-        assert r.status == 200
+from conftest import post
 
 
 def delta(i):
