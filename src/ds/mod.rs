@@ -3,11 +3,11 @@
 //! offset, closed, expired and deleted. The protocol's rules are pure
 //! functions in [`model`]; this is their storage.
 //!
-//! A stream is a log in an [`EventLog`] of its own (beside the sessions',
+//! A stream is a log in an [`EventLog`](crate::store::EventLog) of its own (beside the sessions',
 //! never mixed with them), so it is exactly as durable as a session log: on
 //! the embedded store an acknowledged append is fsynced by the group-commit
 //! writer, on Redis it is shared by every node. Each record is one
-//! [`StoredEvent`]: its `fact` holds the appended bytes, its `frame` one
+//! [`StoredEvent`](crate::store::StoredEvent): its `fact` holds the appended bytes, its `frame` one
 //! byte saying what the record is ([`Kind`]) and, for JSON streams, how many
 //! messages it holds. The stream's state ([`State`]: configuration, closure,
 //! producers) is the log's listing, written in the same atomic batch as the
