@@ -183,11 +183,9 @@ impl Streams {
                         break 'pages;
                     }
                 }
-                let kind = match e.frame.first() {
-                    Some(b'd') => Kind::Data,
-                    _ => Kind::State,
-                };
-                let n = data_of(&e).map_or(0, |r| r.messages);
+                // Other records keep their place (offsets continue the
+                // source's) as state records.
+                let (kind, n) = data_of(&e).map_or((Kind::State, 0), |r| (Kind::Data, r.messages));
                 records.push((kind, e.fact.clone(), n));
                 next = e.cursor;
             }
@@ -367,9 +365,7 @@ fn cut(bytes: &Bytes, sub: u64, json: bool) -> Result<(Kind, Bytes, u32), DsErro
         return Err(over());
     }
     let kept: Vec<Bytes> = messages.into_iter().take(n).collect();
-    let (kind, joined, count) =
-        data_records(&kept, true)
-            .next()
-            .unwrap_or((Kind::Data, Bytes::new(), 0));
-    Ok((kind, joined, count))
+    Ok(data_records(&kept, true)
+        .next()
+        .unwrap_or((Kind::Data, Bytes::new(), 0)))
 }

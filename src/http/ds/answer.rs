@@ -3,11 +3,14 @@
 //! headers and ETag, the long-poll's 204, and SSE's `data` and `control`
 //! events.
 
-use axum::http::{HeaderMap, StatusCode};
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::StreamExt;
 use serde_json::json;
+use tokio::sync::mpsc;
 
 use super::{set, CLOSED, CURSOR, NEXT_OFFSET, UP_TO_DATE};
 use crate::ds::{Chunk, View};
@@ -226,4 +229,41 @@ pub(super) fn control_event(chunk: &Chunk, cursor: u64) -> Bytes {
         c["upToDate"] = true.into();
     }
     Bytes::from(format!("event: control\ndata:{c}\n\n"))
+}
+
+/// A chunk's `data` event (none when it holds no data) and its `control`
+/// event, as one write, so that a reader never sees the one without the
+/// other.
+pub(super) fn events(chunk: &Chunk, textual: bool, cursor: u64) -> Bytes {
+    let mut out = BytesMut::new();
+    if !chunk.records.is_empty() {
+        out.put(data_event(chunk, textual));
+    }
+    out.put(control_event(chunk, cursor));
+    out.freeze()
+}
+
+/// An SSE response whose events come from `rx` (base64 data unless
+/// `textual`).
+pub(super) fn sse_response(rx: mpsc::Receiver<Bytes>, textual: bool) -> Response {
+    let body = Body::from_stream(
+        tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>),
+    );
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        axum::http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    if !textual {
+        h.insert(
+            HeaderName::from_static("stream-sse-data-encoding"),
+            HeaderValue::from_static("base64"),
+        );
+    }
+    r
 }

@@ -5,15 +5,13 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::http::HeaderMap;
 use axum::response::Response;
-use bytes::{BufMut, Bytes, BytesMut};
-use futures_util::StreamExt;
+use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use super::answer::{at_tail, catch_up, control_event, data_event, no_data, read_query, Live};
+use super::answer::{at_tail, catch_up, events, no_data, read_query, sse_response, Live};
 use super::{failure, stream_path, streams};
 use crate::ds::{cursor_interval, parse_offset, Change, Chunk, Offset, Streams, View};
 use crate::http::auth::{Caller, Scope};
@@ -162,15 +160,8 @@ fn sse(st: &AppState, path: String, first: Chunk, echoed: Option<String>) -> Res
         let mut chunk = first;
         let mut changes = streams.watch(&path);
         loop {
-            // A data event and its control event go out in one write, so
-            // that a reader never sees the one without the other.
-            let mut out = BytesMut::new();
-            if !chunk.records.is_empty() {
-                out.put(data_event(&chunk, textual));
-            }
-            out.put(control_event(&chunk, cursor));
             let closed = chunk.up_to_date && chunk.view.state.closed;
-            if tx.send(out.freeze()).await.is_err() || closed {
+            if tx.send(events(&chunk, textual, cursor)).await.is_err() || closed {
                 break;
             }
             let after = chunk.next;
@@ -226,24 +217,5 @@ fn sse(st: &AppState, path: String, first: Chunk, echoed: Option<String>) -> Res
         drop(changes);
         streams.unwatch(&path);
     });
-    let body = Body::from_stream(
-        tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>),
-    );
-    let mut r = Response::new(body);
-    let h = r.headers_mut();
-    h.insert(
-        axum::http::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(
-        axum::http::header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache"),
-    );
-    if !textual {
-        h.insert(
-            HeaderName::from_static("stream-sse-data-encoding"),
-            HeaderValue::from_static("base64"),
-        );
-    }
-    r
+    sse_response(rx, textual)
 }

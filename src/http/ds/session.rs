@@ -14,14 +14,15 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
 
-use super::answer::{at_tail, catch_up, control_event, data_event, no_data, Live, ReadQuery};
+use super::answer::{
+    at_tail, catch_up, control_event, events, no_data, sse_response, Live, ReadQuery,
+};
 use super::{set, NEXT_OFFSET};
 use crate::ds::{cursor_interval, parse_tagged, Chunk, Config, Offset, Record, State, View};
 use crate::frame::FrameKind;
@@ -303,28 +304,13 @@ fn sse(st: &AppState, id: String, after: u64, view: View, echoed: Option<String>
                 next,
                 view: v,
             };
-            let mut out = BytesMut::new();
-            out.put(data_event(&c, true));
-            out.put(control_event(&c, cursor));
-            if tx.send(out.freeze()).await.is_err() {
+            if tx.send(events(&c, true, cursor)).await.is_err() {
                 break;
             }
             cursor = cursor_interval(now_ms(), Some(&cursor.to_string()));
         }
     });
-    let body = Body::from_stream(
-        tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>),
-    );
-    let mut r = Response::new(body);
-    r.headers_mut().insert(
-        axum::http::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    r.headers_mut().insert(
-        axum::http::header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache"),
-    );
-    r
+    sse_response(rx, true)
 }
 
 /// `HEAD` a session's stream.
