@@ -37,7 +37,7 @@
 #![forbid(unsafe_code)]
 
 // The pure core (crates/projector-core), under the names the server uses.
-pub use projector_core::{event, frame, projection};
+pub use projector_core::{event, frame, producer, projection};
 
 pub mod allowlist;
 pub mod config;

@@ -38,7 +38,8 @@ use tokio::sync::watch;
 pub use live::{Change, Written};
 pub use model::{Append, Config, ForkOrigin, Outcome, Producer, Refusal, State};
 pub use offset::{
-    cursor_interval, format as format_offset, parse as parse_offset, parse_tagged, Offset,
+    cursor_interval, format as format_offset, format_tagged, parse as parse_offset, parse_tagged,
+    Offset,
 };
 pub use store::open_store;
 pub use write::{Create, ForkRequest};

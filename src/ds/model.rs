@@ -9,6 +9,9 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+use projector_core::producer::{self, Fenced, Fencing};
+pub use projector_core::producer::{Producer, ProducerClaim};
+
 /// Largest `Producer-Epoch` / `Producer-Seq` (2^53 - 1, for JavaScript).
 pub const MAX_SAFE: u64 = (1 << 53) - 1;
 
@@ -62,14 +65,6 @@ pub fn essence(content_type: &str) -> String {
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase()
-}
-
-/// What the server remembers of an idempotent producer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Producer {
-    pub epoch: u64,
-    /// The highest sequence accepted in `epoch`.
-    pub seq: u64,
 }
 
 /// A stream's state (stored beside its log, changed atomically with it).
@@ -138,14 +133,6 @@ pub struct ForkOrigin {
     pub sub: u64,
 }
 
-/// The producer headers of an append (all three, validated).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProducerClaim {
-    pub id: String,
-    pub epoch: u64,
-    pub seq: u64,
-}
-
 /// An append (`POST`), its headers parsed and its body split into
 /// messages (one for a byte stream; the flattened array in JSON mode).
 #[derive(Debug, Clone, Default)]
@@ -173,6 +160,18 @@ pub enum Refusal {
     StaleEpoch { current: u64 },
     /// 409 with `Producer-Expected-Seq` / `Producer-Received-Seq`.
     SeqGap { expected: u64, received: u64 },
+}
+
+impl From<Fenced> for Refusal {
+    fn from(f: Fenced) -> Self {
+        match f {
+            Fenced::StaleEpoch { current } => Refusal::StaleEpoch { current },
+            Fenced::SeqGap { expected, received } => Refusal::SeqGap { expected, received },
+            Fenced::EpochNotAtZero => {
+                Refusal::Invalid("a new producer epoch starts at Producer-Seq 0".into())
+            }
+        }
+    }
 }
 
 /// What an accepted (or deduplicated) append does.
@@ -205,43 +204,15 @@ pub fn decide_append(state: &State, a: &Append) -> Result<Outcome, Refusal> {
     let mut next = state.clone();
     let mut accepted = None;
     if let Some(p) = &a.producer {
-        match state.producers.get(&p.id) {
-            Some(known) if p.epoch < known.epoch => {
-                return Err(Refusal::StaleEpoch {
-                    current: known.epoch,
-                })
+        let known = state.producers.get(&p.id).copied();
+        match producer::fence(known, p) {
+            Ok(Fencing::Duplicate(known)) => return Ok(Outcome::Duplicate { producer: known }),
+            Ok(Fencing::Write(now)) => {
+                next.producers.insert(p.id.clone(), now);
+                accepted = Some(now);
             }
-            Some(known) if p.epoch == known.epoch => {
-                if p.seq <= known.seq {
-                    return Ok(Outcome::Duplicate { producer: *known });
-                }
-                if p.seq != known.seq + 1 {
-                    return Err(Refusal::SeqGap {
-                        expected: known.seq + 1,
-                        received: p.seq,
-                    });
-                }
-            }
-            // A new producer, or a new epoch of one: it starts at 0.
-            _ if p.seq != 0 => {
-                return Err(match state.producers.get(&p.id) {
-                    Some(_) => {
-                        Refusal::Invalid("a new producer epoch starts at Producer-Seq 0".into())
-                    }
-                    None => Refusal::SeqGap {
-                        expected: 0,
-                        received: p.seq,
-                    },
-                })
-            }
-            _ => {}
+            Err(f) => return Err(f.into()),
         }
-        let now = Producer {
-            epoch: p.epoch,
-            seq: p.seq,
-        };
-        next.producers.insert(p.id.clone(), now);
-        accepted = Some(now);
     }
     if state.closed {
         // Closing again is idempotent; writing to a closed stream is not.

@@ -124,6 +124,7 @@ where
             cursor: 0,
             epoch: String::new(),
             warnings: Vec::new(),
+            producer: None,
         },
     };
     let (mut read, mut chunk_index) = (0usize, 0usize);

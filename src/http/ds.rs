@@ -27,6 +27,7 @@ use super::extract::read_body;
 use super::AppState;
 use crate::ds::model;
 use crate::ds::{Append, DsError, Outcome, Refusal, Streams, View};
+use crate::session::IngestOutcome;
 
 pub(super) const NEXT_OFFSET: HeaderName = HeaderName::from_static("stream-next-offset");
 pub(super) const UP_TO_DATE: HeaderName = HeaderName::from_static("stream-up-to-date");
@@ -34,10 +35,10 @@ pub(super) const CLOSED: HeaderName = HeaderName::from_static("stream-closed");
 pub(super) const CURSOR: HeaderName = HeaderName::from_static("stream-cursor");
 const TTL: HeaderName = HeaderName::from_static("stream-ttl");
 const EXPIRES_AT: HeaderName = HeaderName::from_static("stream-expires-at");
-const SEQ: HeaderName = HeaderName::from_static("stream-seq");
+pub(super) const SEQ: HeaderName = HeaderName::from_static("stream-seq");
 const PRODUCER_ID: HeaderName = HeaderName::from_static("producer-id");
-const PRODUCER_EPOCH: HeaderName = HeaderName::from_static("producer-epoch");
-const PRODUCER_SEQ: HeaderName = HeaderName::from_static("producer-seq");
+pub(super) const PRODUCER_EPOCH: HeaderName = HeaderName::from_static("producer-epoch");
+pub(super) const PRODUCER_SEQ: HeaderName = HeaderName::from_static("producer-seq");
 const EXPECTED_SEQ: HeaderName = HeaderName::from_static("producer-expected-seq");
 const RECEIVED_SEQ: HeaderName = HeaderName::from_static("producer-received-seq");
 const FORKED_FROM: HeaderName = HeaderName::from_static("stream-forked-from");
@@ -155,6 +156,7 @@ fn messages(config_json: bool, body: Bytes) -> Result<Vec<Bytes>, Problem> {
         (status = 200, description = "It exists with this configuration"),
         (status = 400, description = "Bad headers or body, or a fork offset that is not the source's", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "The fork's source stream does not exist", body = Problem, content_type = "application/problem+json"),
+        (status = 405, description = "A session's stream (`sessions/<id>`) is not created here", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "It exists with another configuration, or was deleted while forks of it live; or the fork's source was deleted or has another content type", body = Problem, content_type = "application/problem+json"),
         (status = 413, description = "Body over [durable_streams] max_append_bytes", body = Problem, content_type = "application/problem+json"),
     )
@@ -169,7 +171,7 @@ pub async fn ds_create(
 ) -> Result<Response, Problem> {
     let streams = streams(&st)?;
     let path = stream_path(&path)?;
-    session::read_only(path)?;
+    session::not_created(path)?;
     caller.require(Scope::Publish, Some(path))?;
     let max = st.cfg.durable_streams.max_append_bytes;
     let body = read_body(&st.limits, &headers, body, max).await?;
@@ -220,17 +222,20 @@ fn described(r: &mut Response, view: &View) {
 }
 
 /// Append to a stream (`POST`), or close it (`Stream-Closed: true`, with
-/// or without a last body).
+/// or without a last body). On `sessions/<id>`: an ingest of events.
 #[utoipa::path(
     post,
     path = "/ds/v1/stream/{path}",
     tag = "durable-streams",
-    params(("path" = String, Path, description = "The stream's path")),
-    request_body(content = String, description = "The bytes (JSON mode: a value, or an array of messages); headers: Content-Type (the stream's), Stream-Seq, Stream-Closed, Producer-Id/Epoch/Seq", content_type = "application/octet-stream"),
+    params(("path" = String, Path, description = "The stream's path; `sessions/<id>` is the session's stream, where a POST ingests events (one or an array, as `POST /v1/sessions/{id}/events` does)")),
+    request_body(content = String, description = "The bytes (JSON mode: a value, or an array of messages; a session's stream: events); headers: Content-Type (the stream's), Stream-Seq, Stream-Closed, Producer-Id/Epoch/Seq", content_type = "application/octet-stream"),
     responses(
         (status = 204, description = "Appended (or closed); `Stream-Next-Offset`; with producer headers, a duplicate"),
-        (status = 200, description = "Appended by an idempotent producer; `Producer-Epoch`, `Producer-Seq`"),
+        (status = 200, description = "Appended by an idempotent producer; `Producer-Epoch`, `Producer-Seq` (a session's stream: the ingest's answer)", body = IngestOutcome),
         (status = 400, description = "Empty body, bad JSON, bad producer headers", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "A session's stream: an invalid event; nothing of the batch applied", body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "A session's stream: ingest rate limit; see Retry-After", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Store unavailable or shutting down; nothing applied", body = Problem, content_type = "application/problem+json"),
         (status = 403, description = "Stale producer epoch; `Producer-Epoch` is the current one", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such stream", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "Content type mismatch, Stream-Seq regression, producer sequence gap, or the stream is closed (`Stream-Closed: true`)", body = Problem, content_type = "application/problem+json"),
@@ -247,7 +252,9 @@ pub async fn ds_append(
 ) -> Result<Response, Response> {
     let streams = streams(&st).map_err(IntoResponse::into_response)?;
     let path = stream_path(&path).map_err(IntoResponse::into_response)?;
-    session::read_only(path).map_err(IntoResponse::into_response)?;
+    if let Some(id) = session::session_id(path).map_err(IntoResponse::into_response)? {
+        return session::append(&st, &caller, id, &headers, body).await;
+    }
     caller
         .require(Scope::Publish, Some(path))
         .map_err(IntoResponse::into_response)?;
@@ -282,7 +289,7 @@ pub async fn ds_append(
     let a = parsed.await.map_err(IntoResponse::into_response)?;
     let done = match streams.append(path, &a).await {
         Ok(done) => done,
-        Err(DsError::Refused { refusal, view }) => return Err(refused(refusal, &view)),
+        Err(DsError::Refused { refusal, view }) => return Err(refused(refusal, Some(&view))),
         Err(e) => return Err(failure(e).into_response()),
     };
     let status = match (&done.outcome, &a.producer) {
@@ -305,8 +312,9 @@ pub async fn ds_append(
     Ok(r)
 }
 
-/// A refused append as the protocol answers it.
-fn refused(refusal: Refusal, view: &View) -> Response {
+/// A refused append as the protocol answers it (`view`: the stream as it
+/// stands, which a session's refusals do not need).
+fn refused(refusal: Refusal, view: Option<&View>) -> Response {
     let (status, code, detail) = match &refusal {
         Refusal::Invalid(why) => (StatusCode::BAD_REQUEST, "invalid_append", why.clone()),
         Refusal::ContentType => (
@@ -314,7 +322,7 @@ fn refused(refusal: Refusal, view: &View) -> Response {
             "content_type_mismatch",
             format!(
                 "the stream's content type is {}",
-                view.state.config.content_type
+                view.map_or("another", |v| &v.state.config.content_type)
             ),
         ),
         Refusal::SeqRegression => (
@@ -343,7 +351,9 @@ fn refused(refusal: Refusal, view: &View) -> Response {
     match refusal {
         Refusal::Closed => {
             set(&mut r, CLOSED, "true");
-            set(&mut r, NEXT_OFFSET, &view.format(view.head));
+            if let Some(v) = view {
+                set(&mut r, NEXT_OFFSET, &v.format(v.head));
+            }
         }
         Refusal::StaleEpoch { current } => {
             set(&mut r, PRODUCER_EPOCH, itoa::Buffer::new().format(current));
@@ -421,7 +431,7 @@ pub async fn ds_head(
 ) -> Result<Response, Problem> {
     let streams = streams(&st)?;
     let path = stream_path(&path)?;
-    if let Some(id) = session::id_of(path) {
+    if let Some(id) = session::session_id(path)? {
         caller.require(Scope::Subscribe, Some(id))?;
         return session::head(&st, id).await;
     }
@@ -456,6 +466,7 @@ pub async fn ds_head(
         (status = 204, description = "Deleted (marked deleted while forks of it live)"),
         (status = 400, description = "Not a valid stream path", body = Problem, content_type = "application/problem+json"),
         (status = 404, description = "No such stream", body = Problem, content_type = "application/problem+json"),
+        (status = 405, description = "A session's stream (`sessions/<id>`) is deleted with DELETE /v1/sessions/{id}", body = Problem, content_type = "application/problem+json"),
         (status = 410, description = "Already deleted; forks of it still live", body = Problem, content_type = "application/problem+json"),
     )
 )]
@@ -466,7 +477,7 @@ pub async fn ds_delete(
 ) -> Result<StatusCode, Problem> {
     let streams = streams(&st)?;
     let path = stream_path(&path)?;
-    session::read_only(path)?;
+    session::not_created(path)?;
     caller.require(Scope::Publish, Some(path))?;
     match streams.delete(path).await {
         Ok(true) => Ok(StatusCode::NO_CONTENT),

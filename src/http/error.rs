@@ -142,7 +142,33 @@ impl From<SessionError> for Problem {
                 "the session is not available (server shutting down)",
             ),
             SessionError::Store(e) => e.into(),
+            SessionError::Fenced(f) => fenced(f),
         }
+    }
+}
+
+/// An idempotent producer's refused request, with the protocol's status
+/// (Durable Streams); the door that takes `Producer-*` headers adds the
+/// protocol's headers.
+pub fn fenced(f: crate::producer::Fenced) -> Problem {
+    use crate::producer::Fenced;
+    match f {
+        Fenced::StaleEpoch { current } => Problem::new(
+            StatusCode::FORBIDDEN,
+            "stale_producer_epoch",
+            "Forbidden",
+            format!("a newer epoch ({current}) of this producer has written"),
+        ),
+        Fenced::SeqGap { expected, received } => Problem::new(
+            StatusCode::CONFLICT,
+            "producer_seq_gap",
+            "Conflict",
+            format!("expected Producer-Seq {expected}, got {received}"),
+        ),
+        Fenced::EpochNotAtZero => Problem::bad_request(
+            "invalid_append",
+            "a new producer epoch starts at Producer-Seq 0",
+        ),
     }
 }
 

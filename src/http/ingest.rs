@@ -103,10 +103,7 @@ pub async fn post_events(
         Incoming::UiStream => {
             // One stream is one request for the rate limits.
             st.limits.ingest(&session.0, caller.token_key(), 1)?;
-            let key = headers
-                .get("idempotency-key")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
+            let key = idempotency_key(&headers);
             return super::ingest_stream::ingest(st.clone(), session.0, key, body)
                 .await
                 .map(Json);
@@ -115,25 +112,50 @@ pub async fn post_events(
     let limits = &st.cfg.ingest;
     let bytes = read_body(&st.limits, &headers, body, limits.max_body_bytes).await?;
     let received = std::time::Instant::now();
-    let values = body::split(&bytes, format, limits.max_events_per_batch).map_err(|e| {
-        let code = match e {
-            BodyError::TooManyEvents { .. } => {
-                return Problem::payload_too_large("too_many_events", e.to_string());
-            }
-            BodyError::NotUtf8 => "invalid_utf8",
-            BodyError::Empty => "empty_body",
-            BodyError::NotObjectOrArray => "not_an_event",
-            BodyError::DuplicateKey { .. } => "duplicate_key",
-            BodyError::Json { .. } | BodyError::NdjsonLine { .. } => "invalid_json",
-        };
-        Problem::bad_request(code, e.to_string())
-    })?;
+    let values = body::split(&bytes, format, limits.max_events_per_batch).map_err(split_problem)?;
     st.limits
         .ingest(&session.0, caller.token_key(), values.len())?;
-    let key = headers
+    let (events, said) = validated(&st, values, idempotency_key(&headers))?;
+    let mut outcome = st.registry.ingest(&session.0, events).await?;
+    // From the whole body received to the events durable and published.
+    metrics::histogram!("projector_ingest_seconds").record(received.elapsed());
+    outcome.warnings.extend(said);
+    outcome.warnings.sort_by_key(|w| w.index);
+    Ok(Json(outcome))
+}
+
+/// The request's `Idempotency-Key` (keys the ids derived for events sent
+/// without one).
+pub(super) fn idempotency_key(headers: &HeaderMap) -> Option<String> {
+    headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+        .map(str::to_string)
+}
+
+/// Why a batch body could not be split into events.
+pub(super) fn split_problem(e: BodyError) -> Problem {
+    let code = match e {
+        BodyError::TooManyEvents { .. } => {
+            return Problem::payload_too_large("too_many_events", e.to_string());
+        }
+        BodyError::NotUtf8 => "invalid_utf8",
+        BodyError::Empty => "empty_body",
+        BodyError::NotObjectOrArray => "not_an_event",
+        BodyError::DuplicateKey { .. } => "duplicate_key",
+        BodyError::Json { .. } | BodyError::NdjsonLine { .. } => "invalid_json",
+    };
+    Problem::bad_request(code, e.to_string())
+}
+
+/// A batch's events normalised and validated, with what the reading of
+/// its AG-UI events said; or, when any is invalid, a problem naming each
+/// one refused (422, or 413 for an inline payload over its limit).
+pub(super) fn validated(
+    st: &AppState,
+    values: Vec<Value>,
+    key: Option<String>,
+) -> Result<(Vec<IncomingEvent>, Vec<Warning>), Problem> {
     let (values, said) = ag_ui_events(values, key);
     let norm_limits = st.event_limits();
     let mut events = Vec::with_capacity(values.len());
@@ -155,33 +177,27 @@ pub async fn post_events(
             })),
         }
     }
-    if !errors.is_empty() {
-        let n = errors
-            .iter()
-            .filter_map(|e| e.index)
-            .collect::<std::collections::BTreeSet<_>>()
-            .len();
-        let detail = format!("{n} event(s) rejected; nothing of the batch was applied");
-        let problem = if errors.iter().any(|e| e.code == code::LARGE_PAYLOAD_INLINE) {
-            Problem::payload_too_large(code::LARGE_PAYLOAD_INLINE, detail)
-        } else {
-            Problem::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                errors[0].code.clone(),
-                "Invalid event",
-                detail,
-            )
-        };
-        metrics::counter!("projector_ingest_rejected_total")
-            .increment(events.len() as u64 + n as u64);
-        return Err(problem.with_errors(errors));
+    if errors.is_empty() {
+        return Ok((events, said));
     }
-    let mut outcome = st.registry.ingest(&session.0, events).await?;
-    // From the whole body received to the events durable and published.
-    metrics::histogram!("projector_ingest_seconds").record(received.elapsed());
-    outcome.warnings.extend(said);
-    outcome.warnings.sort_by_key(|w| w.index);
-    Ok(Json(outcome))
+    let n = errors
+        .iter()
+        .filter_map(|e| e.index)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let detail = format!("{n} event(s) rejected; nothing of the batch was applied");
+    let problem = if errors.iter().any(|e| e.code == code::LARGE_PAYLOAD_INLINE) {
+        Problem::payload_too_large(code::LARGE_PAYLOAD_INLINE, detail)
+    } else {
+        Problem::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            errors[0].code.clone(),
+            "Invalid event",
+            detail,
+        )
+    };
+    metrics::counter!("projector_ingest_rejected_total").increment(events.len() as u64 + n as u64);
+    Err(problem.with_errors(errors))
 }
 
 /// The batch with its AG-UI events read as envelope events (each kept with

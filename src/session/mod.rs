@@ -71,6 +71,18 @@ pub struct IngestOutcome {
     pub cursor: u64,
     pub epoch: String,
     pub warnings: Vec<Warning>,
+    /// With the `Producer-*` headers: the producer as the session remembers
+    /// it after this request.
+    #[serde(skip)]
+    pub producer: Option<Produced>,
+}
+
+/// What an idempotent producer's request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Produced {
+    pub producer: crate::producer::Producer,
+    /// A retry of an append already written: nothing was.
+    pub duplicate: bool,
 }
 
 /// What a new subscriber starts from.
@@ -142,6 +154,9 @@ pub enum SessionError {
     Store(#[from] StoreError),
     #[error("session actor stopped")]
     Stopped,
+    /// An idempotent producer's request refused (nothing written).
+    #[error("producer fenced: {0:?}")]
+    Fenced(crate::producer::Fenced),
 }
 
 /// Where an ingest request's outcome goes.

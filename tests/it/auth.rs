@@ -123,6 +123,9 @@ const ENDPOINTS: &[(&str, &str, &str, bool)] = &[
     ("POST", "/ds/v1/stream/s1", "publish", true),
     ("GET", "/ds/v1/stream/s1", "subscribe", true),
     ("DELETE", "/ds/v1/stream/s-del", "publish", true),
+    // A session's stream: the session id (not the path) in the claim.
+    ("POST", "/ds/v1/stream/sessions/s1", "publish", true),
+    ("GET", "/ds/v1/stream/sessions/s1", "subscribe", true),
 ];
 
 async fn call(srv: &TestServer, method: &str, path: &str, token: Option<&str>) -> (u16, Value) {

@@ -12,6 +12,7 @@ mod conformance;
 mod controls;
 mod crash;
 mod ds;
+mod ds_session;
 mod full_disk;
 mod fuzz;
 mod hostile;

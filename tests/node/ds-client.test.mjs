@@ -6,11 +6,14 @@
 // too), the client hands the error to the application (its own
 // behaviour: a chunked body cut short is an error), which resumes a new
 // reader from its saved offset. Either way every frame arrives once and in
-// order. An offset of a deleted session is 410.
+// order. An offset of a deleted session is 410. The client's
+// IdempotentProducer writes a session as a runtime would: batched,
+// pipelined (out-of-order arrivals it retries itself), and a restarted
+// instance's new epoch fences the old one out.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { stream } from '@durable-streams/client';
+import { stream, DurableStream, IdempotentProducer, StaleEpochError } from '@durable-streams/client';
 import { startServer, post } from './lib/server.mjs';
 
 const T = 15000;
@@ -173,6 +176,35 @@ test('a long-poll reader of a session gets the next frame when it comes', async 
     res.cancel();
     assert.equal(got[0].cursor, 2);
     assert.equal(got[0].eventClass, 'text.delta');
+  } finally {
+    await srv.stop();
+  }
+});
+
+test("the client's idempotent producers write a session once, and a restart fences the old instance out", async () => {
+  const srv = await startServer();
+  try {
+    const url = `${srv.base}/ds/v1/stream/sessions/produced`;
+    const handle = () => new DurableStream({ url, contentType: 'application/json' });
+    const errors = [];
+    const old = new IdempotentProducer(handle(), 'runtime', {
+      epoch: 0, lingerMs: 1, maxInFlight: 5, maxBatchBytes: 2048, onError: (e) => errors.push(e),
+    });
+    for (let i = 1; i <= 300; i++) old.append(JSON.stringify(delta(i)));
+    await old.flush();
+    assert.deepEqual(errors, []);
+    // The runtime restarts elsewhere: epoch 1 from seq 0.
+    const now = new IdempotentProducer(handle(), 'runtime', { epoch: 1, lingerMs: 1 });
+    for (let i = 301; i <= 320; i++) now.append(JSON.stringify(delta(i)));
+    await now.flush();
+    // The old instance, still running, is refused.
+    old.append(JSON.stringify(delta(999)));
+    await old.flush().catch((e) => errors.push(e));
+    assert.ok(errors.length > 0 && errors.every((e) => e instanceof StaleEpochError), String(errors));
+    const res = await stream({ url, offset: '-1', live: false });
+    const frames = await res.json();
+    assert.deepEqual(frames.map((f) => f.eventId), Array.from({ length: 320 }, (_, i) => `e${i + 1}`));
+    assert.deepEqual(frames.map((f) => f.cursor), Array.from({ length: 320 }, (_, i) => i + 1));
   } finally {
     await srv.stop();
   }

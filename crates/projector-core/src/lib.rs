@@ -9,6 +9,8 @@
 //! - [`projection`]: the read model and its pure reducer (fact -> chunks),
 //!   one room per surface; [`projection::ui_message`] is the AI SDK message.
 //! - [`frame`]: snapshot/delta/reset frames, encoded once and shared.
+//! - [`producer`]: the idempotent producers' rule (exactly-once appends
+//!   and epoch fencing), for streams and sessions alike.
 //!
 //! The server crate (`agent-projector`) re-exports these modules under the
 //! same names; the rest of it (stores, actors, streams, HTTP) is built
@@ -17,4 +19,5 @@
 
 pub mod event;
 pub mod frame;
+pub mod producer;
 pub mod projection;

@@ -49,7 +49,7 @@ pub async fn ds_read(
     let streams = streams(&st)?;
     let path = stream_path(&path)?.to_string();
     let q = read_query(raw.as_deref())?;
-    if let Some(id) = super::session::id_of(&path) {
+    if let Some(id) = super::session::session_id(&path)? {
         caller.require(Scope::Subscribe, Some(id))?;
         return super::session::read(&st, id, q, &headers).await;
     }

@@ -8,14 +8,23 @@
 //! deleted, or its log replaced) or before the first retained event is
 //! 410 Gone, as the protocol answers for data that is no longer there; the
 //! client starts again from `-1`. The live parts are the one
-//! replay-then-live machine ([`crate::stream::frames`]). Appends go
-//! through the session's own ingest route (`POST /v1/sessions/{id}/events`):
-//! here `PUT`, `POST` and `DELETE` are 405.
+//! replay-then-live machine ([`crate::stream::frames`]).
+//!
+//! A `POST` is an ingest of events, as `POST /v1/sessions/{id}/events` is
+//! (the same validation and problems), in the protocol's JSON mode (one
+//! event or an array of them). With the `Producer-*` headers a runtime's
+//! appends are exactly-once and fenced by epoch: the producer is
+//! remembered in the session's projection, written atomically with the
+//! events it let in, so a restarted runtime's new epoch locks out its
+//! old instance on every node. `PUT` and `DELETE` are 405: a session
+//! exists by its events and is deleted through `/v1/sessions/{id}`.
 
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Json;
 use bytes::Bytes;
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::mpsc;
@@ -23,11 +32,19 @@ use tokio::sync::mpsc;
 use super::answer::{
     at_tail, catch_up, control_event, events, no_data, sse_response, Live, ReadQuery,
 };
-use super::{set, NEXT_OFFSET};
-use crate::ds::{cursor_interval, parse_tagged, Chunk, Config, Offset, Record, State, View};
+use super::headers::{closes, header, producer};
+use super::{set, NEXT_OFFSET, PRODUCER_EPOCH, PRODUCER_SEQ, SEQ};
+use crate::ds::{
+    cursor_interval, format_tagged, model, parse_tagged, Chunk, Config, Offset, Record, State, View,
+};
+use crate::event::body::{self, BodyFormat};
 use crate::frame::FrameKind;
+use crate::http::auth::{Caller, Scope};
 use crate::http::error::Problem;
+use crate::http::extract::read_body;
+use crate::http::ingest;
 use crate::http::AppState;
+use crate::session::SessionError;
 use crate::store::{now_ms, SessionMeta};
 use crate::stream::StartAt;
 
@@ -39,17 +56,118 @@ pub(super) fn id_of(path: &str) -> Option<&str> {
     path.strip_prefix(SESSIONS).filter(|id| !id.is_empty())
 }
 
-/// 405 for the writes of a session's stream.
-pub(super) fn read_only(path: &str) -> Result<(), Problem> {
+/// 405 for the creation and deletion of a session's stream.
+pub(super) fn not_created(path: &str) -> Result<(), Problem> {
     match id_of(path) {
         Some(_) => Err(Problem::new(
             StatusCode::METHOD_NOT_ALLOWED,
-            "session_stream_read_only",
+            "session_stream_not_created",
             "Method not allowed",
-            "a session's stream is read here; its events are posted to /v1/sessions/{id}/events",
+            "a session's stream exists by its events (POST them here or to /v1/sessions/{id}/events) and is deleted with DELETE /v1/sessions/{id}",
         )),
         None => Ok(()),
     }
+}
+
+/// The session a stream path names, its id checked as the session routes
+/// check theirs.
+pub(super) fn session_id(path: &str) -> Result<Option<&str>, Problem> {
+    match id_of(path) {
+        Some(id) if !crate::http::extract::valid_session_id(id) => Err(Problem::bad_request(
+            "invalid_session_id",
+            "not a valid session id",
+        )),
+        other => Ok(other),
+    }
+}
+
+/// `POST` to a session's stream: its events ingested, all or none.
+pub(super) async fn append(
+    st: &AppState,
+    caller: &Caller,
+    id: &str,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, Response> {
+    let parsed = async {
+        caller.require(Scope::Publish, Some(id))?;
+        let claim = producer(headers)?;
+        if closes(headers)? {
+            return Err(Problem::new(
+                StatusCode::CONFLICT,
+                "session_stream_not_closable",
+                "Conflict",
+                "a session's stream is not closed by its writers; its runtime's events end its runs",
+            ));
+        }
+        if header(headers, &SEQ)?.is_some() {
+            return Err(Problem::bad_request(
+                "stream_seq_unsupported",
+                "a session orders its writers by Producer-Id/Epoch/Seq, not Stream-Seq",
+            ));
+        }
+        match header(headers, &axum::http::header::CONTENT_TYPE)?.map(model::essence) {
+            None => {
+                return Err(Problem::bad_request(
+                    "invalid_append",
+                    "an append needs a Content-Type",
+                ))
+            }
+            Some(ct) if ct != "application/json" => {
+                return Err(Problem::new(
+                    StatusCode::CONFLICT,
+                    "content_type_mismatch",
+                    "Conflict",
+                    "a session's stream is application/json: one event, or an array of events",
+                ))
+            }
+            Some(_) => {}
+        }
+        let limits = &st.cfg.ingest;
+        let bytes = read_body(&st.limits, headers, body, limits.max_body_bytes).await?;
+        let values = body::split(&bytes, BodyFormat::Json, limits.max_events_per_batch)
+            .map_err(ingest::split_problem)?;
+        st.limits.ingest(id, caller.token_key(), values.len())?;
+        let (mut events, said) = ingest::validated(st, values, ingest::idempotency_key(headers))?;
+        if let Some(c) = &claim {
+            for e in &mut events {
+                e.fact.producer = Some(c.clone());
+            }
+        }
+        Ok((claim, events, said))
+    };
+    let (claim, events, said) = parsed.await.map_err(IntoResponse::into_response)?;
+    let mut outcome = match st.registry.ingest(id, events).await {
+        Ok(o) => o,
+        Err(SessionError::Fenced(f)) => return Err(super::refused(f.into(), None)),
+        Err(e) => return Err(Problem::from(e).into_response()),
+    };
+    outcome.warnings.extend(said);
+    outcome.warnings.sort_by_key(|w| w.index);
+    let offset = format_tagged(outcome.cursor, &outcome.epoch);
+    let mut r = match (claim, outcome.producer) {
+        (Some(_), Some(p)) => {
+            let mut r = if p.duplicate {
+                StatusCode::NO_CONTENT.into_response()
+            } else {
+                (StatusCode::OK, Json(&outcome)).into_response()
+            };
+            set(
+                &mut r,
+                PRODUCER_EPOCH,
+                itoa::Buffer::new().format(p.producer.epoch),
+            );
+            set(
+                &mut r,
+                PRODUCER_SEQ,
+                itoa::Buffer::new().format(p.producer.seq),
+            );
+            r
+        }
+        _ => StatusCode::NO_CONTENT.into_response(),
+    };
+    set(&mut r, NEXT_OFFSET, &offset);
+    Ok(r)
 }
 
 /// A session's stream as it stands, if the session exists.

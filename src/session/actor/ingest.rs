@@ -11,11 +11,16 @@ use tracing::{debug, warn, Instrument};
 
 use super::sync::CONTENDED_FOR;
 use super::{Actor, Loaded};
+use crate::event::Fact;
 use crate::frame;
+use crate::producer::{self, Fencing};
 use crate::session::{
     index::{Change, SessionEntry},
-    Command, IncomingEvent, IngestOutcome, IngestReply, Listing, SessionError, Warning,
+    Command, IncomingEvent, IngestOutcome, IngestReply, Listing, Produced, SessionError, Warning,
 };
+
+/// A request's answer: its outcome, or its producer fenced out.
+type Answer = Result<IngestOutcome, SessionError>;
 use crate::store::{self, AppendBatch, Checkpoint, StoreError, StoredEvent};
 
 /// Queued ingest requests of one session are appended together, up to this
@@ -59,9 +64,14 @@ impl Actor {
             .instrument(append.clone())
             .await;
         if let Ok(outcomes) = &done {
-            let accepted: u64 = outcomes.iter().map(|o| o.accepted as u64).sum();
+            let accepted: u64 = outcomes.iter().flatten().map(|o| o.accepted as u64).sum();
             if accepted > 0 {
-                let to = outcomes.iter().map(|o| o.cursor).max().unwrap_or(0);
+                let to = outcomes
+                    .iter()
+                    .flatten()
+                    .map(|o| o.cursor)
+                    .max()
+                    .unwrap_or(0);
                 append.record("cursor_from", to + 1 - accepted);
                 append.record("cursor_to", to);
             }
@@ -69,7 +79,7 @@ impl Actor {
         let e = match done {
             Ok(outcomes) => {
                 for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                    let _ = reply.send(Ok(outcome));
+                    let _ = reply.send(outcome);
                 }
                 return true;
             }
@@ -139,7 +149,7 @@ impl Actor {
         &mut self,
         state: &mut Loaded,
         batches: &[Vec<IncomingEvent>],
-    ) -> Result<Vec<IngestOutcome>, StoreError> {
+    ) -> Result<Vec<Answer>, StoreError> {
         let ctx = self.ctx.clone();
         let ids: Vec<String> = batches
             .iter()
@@ -190,7 +200,7 @@ impl Actor {
         batches: &[Vec<IncomingEvent>],
         known: Vec<Option<u64>>,
         attempt: u32,
-    ) -> Result<Vec<IngestOutcome>, StoreError> {
+    ) -> Result<Vec<Answer>, StoreError> {
         let ctx = self.ctx.clone();
         let total: usize = batches.iter().map(Vec::len).sum();
         let mut known = known.into_iter().chain(std::iter::repeat(None));
@@ -207,16 +217,55 @@ impl Actor {
                 cursor: 0,
                 epoch: state.meta.epoch.clone(),
                 warnings: Vec::new(),
+                producer: None,
             };
-            for ev in events {
-                let seen = known.next().flatten();
-                if seen.is_some() || !in_group.insert(ev.fact.id.as_str()) {
-                    out.duplicates += 1;
+            // An idempotent producer's request (its claim is on every
+            // event) is decided on what the projection remembers, which
+            // the requests before it in this append have already changed.
+            let claim = events.first().and_then(|e| e.fact.producer.as_ref());
+            let seen: Vec<Option<u64>> = known.by_ref().take(events.len()).collect();
+            if let Some(claim) = claim {
+                let (p, duplicate) =
+                    match producer::fence(state.projection.producer(&claim.id), claim) {
+                        Ok(Fencing::Write(p)) => (p, false),
+                        Ok(Fencing::Duplicate(p)) => (p, true),
+                        Err(f) => {
+                            outcomes.push(Err(SessionError::Fenced(f)));
+                            continue;
+                        }
+                    };
+                out.producer = Some(Produced {
+                    producer: p,
+                    duplicate,
+                });
+                if duplicate {
+                    out.duplicates = events.len();
+                    outcomes.push(Ok(out));
                     continue;
                 }
+            }
+            let mut fresh = Vec::with_capacity(events.len());
+            for (ev, seen) in events.iter().zip(seen) {
+                if seen.is_some() || !in_group.insert(ev.fact.id.as_str()) {
+                    out.duplicates += 1;
+                } else {
+                    fresh.push(ev);
+                }
+            }
+            // A producer's append of events all already in the log still
+            // moves the producer on: one `producer.recorded` fact says so.
+            let recorded = claim.filter(|_| fresh.is_empty()).map(|c| IncomingEvent {
+                index: 0,
+                fact: Fact::producer_recorded(c, cursor + 1),
+                warnings: Vec::new(),
+            });
+            let marker = recorded.iter().map(|r| (r, true));
+            for (ev, marker) in fresh.into_iter().map(|e| (e, false)).chain(marker) {
                 cursor += 1;
-                out.accepted += 1;
-                out.cursor = cursor;
+                if !marker {
+                    out.accepted += 1;
+                    out.cursor = cursor;
+                }
                 let applied = state
                     .projection
                     .apply(&ctx.cfg.projection, cursor, &ev.fact);
@@ -258,7 +307,7 @@ impl Actor {
                 });
                 frames.push(Arc::new(frame));
             }
-            outcomes.push(out);
+            outcomes.push(Ok(out));
         }
         let accepted = stored.len();
         if accepted > 0 {
@@ -316,7 +365,7 @@ impl Actor {
             .increment(accepted as u64);
         metrics::counter!("projector_ingest_events_total", "outcome" => "duplicate")
             .increment((total - accepted) as u64);
-        for out in &mut outcomes {
+        for out in outcomes.iter_mut().flatten() {
             // A request whose events were all duplicates answers the head.
             if out.accepted == 0 {
                 out.cursor = state.meta.head;

@@ -26,3 +26,4 @@ mod faults;
 mod harness;
 mod index;
 mod order;
+mod producers;

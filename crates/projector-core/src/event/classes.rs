@@ -45,10 +45,16 @@ pub const RETIRED: &[&str] = &[
     "turn.cancelled",
 ];
 
+/// The class of [`crate::event::Fact::producer_recorded`].
+pub const PRODUCER_RECORDED: &str = "producer.recorded";
+
 /// Classes the reducer knows (canonical names). Anything else is kept as an
 /// unknown class: stored, put on the timeline, and given a diagnostic.
 pub const KNOWN: &[&str] = &[
     "session.opened",
+    // An idempotent producer's append whose events were all already in the
+    // log: it records the producer (`Fact::producer`) and nothing else.
+    PRODUCER_RECORDED,
     // A producer's own UI message chunk, passed into its message (file,
     // data-*, message-metadata; see `event::ui_stream`).
     "ui.chunk",

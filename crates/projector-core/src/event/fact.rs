@@ -186,6 +186,10 @@ pub struct Fact {
     /// Top-level fields of neither envelope, kept as sent (redacted).
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub extra: Map<String, Value>,
+    /// The idempotent producer's append that brought the fact in (set by
+    /// the server from the `Producer-*` headers, never read from an event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer: Option<crate::producer::ProducerClaim>,
 }
 
 impl Fact {
@@ -217,7 +221,24 @@ impl Fact {
             refs: None,
             raw_event_ref: None,
             extra: Map::new(),
+            producer: None,
         }
+    }
+
+    /// The fact that records an idempotent producer's append when every
+    /// event of it was already in the log (so that its next sequence is
+    /// not a gap): class `producer.recorded`, id unique to the append and
+    /// its place in the log, no payload.
+    pub fn producer_recorded(claim: &crate::producer::ProducerClaim, cursor: u64) -> Fact {
+        let mut f = Fact::new(
+            format!(
+                "producer:{}:{}:{}@{cursor}",
+                claim.id, claim.epoch, claim.seq
+            ),
+            super::classes::PRODUCER_RECORDED,
+        );
+        f.producer = Some(claim.clone());
+        f
     }
 
     /// A payload field. A payload of a few fields (almost every one) is

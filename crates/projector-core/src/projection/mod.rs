@@ -177,6 +177,9 @@ impl Projection {
         // out): the whole runtime before and after, against the chunks.
         #[cfg(debug_assertions)]
         let runtime_was = self.state.runtime.clone();
+        if let Some(p) = &fact.producer {
+            self.internal.producers.record(p, cursor);
+        }
         let mut cx = Reducer::new(&mut self.state, &mut self.internal, cfg, cursor, fact);
         cx.timeline();
         cx.check_sequence();
@@ -216,6 +219,11 @@ impl Projection {
     /// The runtime's control URL (from `session.opened`), if it named one.
     pub fn control_url(&self) -> Option<&str> {
         self.internal.control_url.as_deref()
+    }
+
+    /// What the session remembers of idempotent producer `id`.
+    pub fn producer(&self, id: &str) -> Option<crate::producer::Producer> {
+        self.internal.producers.get(id)
     }
 
     /// All messages, oldest first.

@@ -17,6 +17,7 @@ use super::public_state::{Diagnostic, Keyed, PublicState, Runtime, Severity, Tim
 use super::sequence::Sequencer;
 use super::{Applied, Finding, ProjectionConfig};
 use crate::event::Fact;
+use crate::producer::Producers;
 
 /// Per-turn verifier marks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -44,6 +45,10 @@ pub struct Bookkeeping {
     /// named one (`payload.controlUrl`). Internal topology: never shown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_url: Option<String>,
+    /// The idempotent producers that appended, from the facts they
+    /// brought in ([`Fact::producer`]).
+    #[serde(default, skip_serializing_if = "Producers::is_empty")]
+    pub producers: Producers,
 }
 
 /// The context of one `Projection::apply`.

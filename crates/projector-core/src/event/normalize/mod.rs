@@ -150,6 +150,7 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
         refs,
         raw_event_ref,
         extra,
+        producer: None,
     };
     if errors.is_empty() {
         errors.extend(missing_scope_ids(&fact));
