@@ -4,13 +4,11 @@
 //! [`decide_append`] and [`decide_create`] return and nothing else, so a
 //! refused request leaves nothing behind.
 
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use projector_core::producer::{self, Fenced, Fencing};
-pub use projector_core::producer::{Producer, ProducerClaim};
+pub use projector_core::producer::{Producer, ProducerClaim, Producers};
 
 /// Largest `Producer-Epoch` / `Producer-Seq` (2^53 - 1, for JavaScript).
 pub const MAX_SAFE: u64 = (1 << 53) - 1;
@@ -75,9 +73,10 @@ pub struct State {
     /// No more appends: the stream ends at its tail.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub closed: bool,
-    /// The producers that appended, by id.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub producers: BTreeMap<String, Producer>,
+    /// The producers that appended, by id (at most [`Producers::MAX`]:
+    /// the one that wrote least recently is forgotten first).
+    #[serde(default, skip_serializing_if = "Producers::is_empty")]
+    pub producers: Producers,
     /// The last `Stream-Seq` accepted (compared byte-wise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_seq: Option<String>,
@@ -111,7 +110,7 @@ impl State {
         State {
             config,
             closed: false,
-            producers: BTreeMap::new(),
+            producers: Producers::default(),
             stream_seq: None,
             fork: None,
             forks: 0,
@@ -204,11 +203,11 @@ pub fn decide_append(state: &State, a: &Append) -> Result<Outcome, Refusal> {
     let mut next = state.clone();
     let mut accepted = None;
     if let Some(p) = &a.producer {
-        let known = state.producers.get(&p.id).copied();
-        match producer::fence(known, p) {
+        match producer::fence(state.producers.get(&p.id), p) {
             Ok(Fencing::Duplicate(known)) => return Ok(Outcome::Duplicate { producer: known }),
             Ok(Fencing::Write(now)) => {
-                next.producers.insert(p.id.clone(), now);
+                let order = next.producers.latest() + 1;
+                next.producers.record(p, order);
                 accepted = Some(now);
             }
             Err(f) => return Err(f.into()),

@@ -39,16 +39,20 @@ impl ProducerClaim {
     }
 }
 
-/// A producer as a session remembers it: what [`fence`] needs, and the
-/// cursor of its last append (the least recent is forgotten first).
+/// A producer as a stream or session remembers it: what [`fence`] needs,
+/// and the position of its last append (the least recent is forgotten
+/// first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mark {
     pub epoch: u64,
     pub seq: u64,
+    /// The log position of its last append (0 in states written before
+    /// it was kept).
+    #[serde(default)]
     pub cursor: u64,
 }
 
-/// The producers a session remembers, at most [`Producers::MAX`]: past it,
+/// The producers a stream or session remembers, at most [`Producers::MAX`]: past it,
 /// the one that wrote least recently is forgotten (and would have to
 /// start a new epoch at 0, as a producer the server never saw does).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,6 +92,11 @@ impl Producers {
             }
         }
         self.0.insert(claim.id.clone(), mark);
+    }
+
+    /// The position of the most recent append remembered (0: none).
+    pub fn latest(&self) -> u64 {
+        self.0.values().map(|m| m.cursor).max().unwrap_or(0)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -218,6 +227,13 @@ mod tests {
         assert_eq!(ps.get("p0"), Some(Producer { epoch: 1, seq: 1 }));
         assert_eq!(ps.get("p1"), None);
         assert!(ps.get("new").is_some() && ps.get("p2").is_some());
+    }
+
+    #[test]
+    fn producers_written_before_positions_were_kept_still_read() {
+        let ps: Producers = serde_json::from_str(r#"{"p":{"epoch":2,"seq":5}}"#).unwrap();
+        assert_eq!(ps.get("p"), Some(Producer { epoch: 2, seq: 5 }));
+        assert_eq!(ps.latest(), 0);
     }
 
     #[test]
