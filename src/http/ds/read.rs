@@ -159,20 +159,22 @@ fn sse(st: &AppState, path: String, first: Chunk, echoed: Option<String>) -> Res
         let end = tokio::time::Instant::now() + span;
         let mut chunk = first;
         let mut changes = streams.watch(&path);
+        // The first chunk was read before the watch began: look at the
+        // stream once. After that the watch has seen every write since
+        // the last news taken, those made while a chunk was sent too.
+        let mut check = true;
         loop {
             let closed = chunk.up_to_date && chunk.view.state.closed;
             if tx.send(events(&chunk, textual, cursor)).await.is_err() || closed {
                 break;
             }
             let after = chunk.next;
-            // Wait for more (the stream may have moved while we sent). What
-            // this node writes right after `after` comes with the news; else
-            // the log is read.
-            changes.mark_unchanged();
+            // Wait for more. What this node writes right after `after`
+            // comes with the news; anything else (a write after another
+            // one, another node's, a closure) has the log read.
             let mut next = None;
-            let mut check = true;
             while next.is_none() {
-                if check {
+                if std::mem::take(&mut check) {
                     let view = match streams.view(&path).await {
                         Ok(Some(v)) => v,
                         _ => break,
@@ -203,7 +205,6 @@ fn sse(st: &AppState, path: String, first: Chunk, echoed: Option<String>) -> Res
                     }
                     () = tokio::time::sleep(heartbeat) => {
                         if tx.send(Bytes::from_static(b": \n\n")).await.is_err() { break }
-                        check = false;
                     }
                     () = tokio::time::sleep_until(end) => break,
                     () = shutdown.cancelled() => break,
