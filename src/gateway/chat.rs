@@ -3,7 +3,8 @@
 //! responses it carries, and, without an upstream route, the controls it
 //! becomes for the session's runtime and the assistant message that
 //! answers it (found through the one replay-then-live machine, from the
-//! session's head before anything was relayed).
+//! session's head before anything was relayed); and what a `useChat`
+//! resume follows.
 
 use std::time::Duration;
 
@@ -190,6 +191,46 @@ pub async fn runtime_answer(
         return Ok(None);
     };
     cx.registry.message(session, MessagePick::Id(id)).await
+}
+
+/// Runtime statuses in which an answer is on its way: a turn accepted
+/// and awaiting its run, or a run working. (Waiting for a person is not:
+/// no answer starts until someone acts.)
+const ANSWERING: &[&str] = &["accepted", "routing", "preparing", "running"];
+
+/// What a `useChat` resume (`GET /v1/chat/{id}/stream`) follows: the
+/// assistant message still streaming; or, while an answer is on its way
+/// (the user's turn accepted, its run started, nothing said yet), the one
+/// that starts within `wait`. `None`: nothing to resume.
+pub async fn resumed_answer(
+    cx: &Ctx,
+    session: &str,
+    page: usize,
+    wait: Duration,
+) -> Result<Option<MessageFeed>, SessionError> {
+    let streaming = cx.registry.message(session, MessagePick::Streaming).await?;
+    if streaming.is_some() {
+        return Ok(streaming);
+    }
+    // From the head, then a second look: an answer that started in
+    // between is streaming now, one that starts after is in the frames.
+    let frames = from_head(cx, session, page).await;
+    let streaming = cx.registry.message(session, MessagePick::Streaming).await?;
+    if streaming.is_some() {
+        return Ok(streaming);
+    }
+    let status = cx
+        .registry
+        .store()
+        .meta(session)
+        .await?
+        .filter(|m| !m.deleted)
+        .and_then(|m| m.listing)
+        .and_then(|l| crate::session::Listing::decode(&l).status);
+    if !status.is_some_and(|s| ANSWERING.contains(&s.as_str())) {
+        return Ok(None);
+    }
+    runtime_answer(cx, session, None, frames, wait).await
 }
 
 /// The id of the next assistant message that starts in the session's

@@ -15,6 +15,7 @@ use utoipa::IntoParams;
 
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures_util::StreamExt;
 
@@ -25,6 +26,7 @@ use super::limits::SubscriberSlot;
 use super::ws_upgrade::WsUpgrade;
 use super::{AppState, MessageId, SessionId};
 use crate::frame::SharedFrame;
+use crate::gateway::chat;
 use crate::session::MessagePick;
 use crate::stream::cursor::{parse as parse_cursor, resume_point};
 use crate::stream::{self, sse, ui, ws, StartAt};
@@ -221,7 +223,10 @@ pub(super) fn ag_ui_response(
 }
 
 /// `useChat` resume: the session's assistant message that is still
-/// streaming, as a UI message stream; 204 when none is.
+/// streaming, as a UI message stream. While an answer is on its way (the
+/// user's turn accepted or its run working, no assistant message yet) it
+/// waits for it to start, up to `[upstream] start_timeout_secs`; 204 when
+/// nothing streams or none started.
 #[utoipa::path(
     get,
     path = "/v1/chat/{session_id}/stream",
@@ -229,7 +234,7 @@ pub(super) fn ag_ui_response(
     params(("session_id" = String, Path, description = "Session id (the chat id)")),
     responses(
         (status = 200, description = "The streaming assistant message as a UI message stream", content_type = "text/event-stream", body = String),
-        (status = 204, description = "No assistant message is streaming: nothing to resume"),
+        (status = 204, description = "No assistant message is streaming, and none started in time while a turn or run was active: nothing to resume"),
     )
 )]
 #[instrument(skip_all, fields(session_id = %session.0))]
@@ -240,11 +245,9 @@ pub async fn resume_chat(
 ) -> Result<Response, Problem> {
     caller.require(Scope::Subscribe, Some(&session.0))?;
     let slot = st.limits.subscribe(&session.0)?;
-    match st
-        .registry
-        .message(&session.0, MessagePick::Streaming)
-        .await?
-    {
+    let wait = Duration::from_secs(st.cfg.upstream.start_timeout_secs);
+    let cx = st.gateway_ctx();
+    match chat::resumed_answer(&cx, &session.0, st.cfg.stream.replay_page, wait).await? {
         Some(feed) => Ok(ui_response(&st, &caller, session.0, feed, slot)),
         None => Ok(StatusCode::NO_CONTENT.into_response()),
     }

@@ -491,3 +491,75 @@ async fn an_approval_round_trip_through_the_gateway_continues_the_same_message()
     assert_eq!(parts[0]["state"], "output-available", "{m}");
     assert!(parts.iter().any(|p| p["text"] == "3 files."), "{m}");
 }
+
+/// A `useChat` resume between the user's turn and the assistant's first
+/// chunk: the answer is on its way, so the resume waits for it (up to
+/// `[upstream] start_timeout_secs`) instead of answering 204 and leaving
+/// the page without the answer.
+#[tokio::test]
+async fn a_resume_before_the_answer_starts_waits_for_it() {
+    let srv = TestServer::builder()
+        .config(|c| c.upstream.start_timeout_secs = 1)
+        .start()
+        .await;
+    let turn = json!([
+        {"type": "turn.submitted", "runId": "r", "messageId": "u1", "payload": {"text": "hi"}},
+        {"type": "run.started", "runId": "r"},
+    ]);
+    for s in ["waits", "quiet"] {
+        let (status, body) = srv.post(s, &turn).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let resume = |s: &str| {
+        srv.http
+            .get(srv.url(&format!("/v1/chat/{s}/stream")))
+            .send()
+    };
+
+    // Nothing starts: 204, once the wait is over (not at once).
+    let t = std::time::Instant::now();
+    let r = resume("quiet").await.unwrap();
+    assert_eq!(r.status(), 204);
+    assert!(
+        t.elapsed() >= std::time::Duration::from_secs(1),
+        "it waited"
+    );
+
+    // The answer starts while the resume waits (or, if the resume comes
+    // second, is streaming when it looks): it streams, whole.
+    let waiting = tokio::spawn(resume("waits"));
+    let answer = json!([
+        {"type": "text.delta", "runId": "r", "messageId": "a1", "payload": {"delta": "Hel"}},
+        {"type": "text.delta", "runId": "r", "messageId": "a1", "payload": {"delta": "lo."}},
+    ]);
+    let (status, body) = srv.post("waits", &answer).await;
+    assert_eq!(status, 200, "{body}");
+    let r = waiting.await.unwrap().unwrap();
+    let (status, body) = srv
+        .post("waits", &json!({"type": "run.finished", "runId": "r"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(r.status(), 200);
+    let mut s = Sse::from_response(r);
+    let first = chunk(&mut s).await;
+    assert_eq!(
+        (first["type"].as_str(), first["messageId"].as_str()),
+        (Some("start"), Some("a1"))
+    );
+    let mut text = String::new();
+    loop {
+        let c = chunk(&mut s).await;
+        if c["type"] == "text-delta" {
+            text.push_str(c["delta"].as_str().unwrap());
+        }
+        if c["type"] == "finish" {
+            break;
+        }
+    }
+    assert_eq!(text, "Hello.");
+
+    // A finished run has nothing on its way: 204 at once.
+    let t = std::time::Instant::now();
+    assert_eq!(resume("waits").await.unwrap().status(), 204);
+    assert!(t.elapsed() < std::time::Duration::from_secs(1));
+}

@@ -63,13 +63,8 @@ async fn a_producers_appends_are_exactly_once_and_a_new_epoch_fences_the_old() {
     let url = srv.url("/ds/v1/stream/sessions/prod");
     let http = &srv.http;
 
-    let r = append(
-        http,
-        &url,
-        Some(("rt", 0, 0)),
-        &json!([ev("a", 1), ev("b", 2)]),
-    )
-    .await;
+    let first = json!([ev("a", 1), ev("b", 2)]);
+    let r = append(http, &url, Some(("rt", 0, 0)), &first).await;
     assert_eq!(r.status(), 200);
     assert_eq!(header(&r, "producer-epoch"), "0");
     assert_eq!(header(&r, "producer-seq"), "0");
@@ -79,13 +74,7 @@ async fn a_producers_appends_are_exactly_once_and_a_new_epoch_fences_the_old() {
     assert_eq!(body["accepted"], 2, "{body}");
 
     // A retry (the acknowledgement was lost): nothing is written.
-    let r = append(
-        http,
-        &url,
-        Some(("rt", 0, 0)),
-        &json!([ev("a", 1), ev("b", 2)]),
-    )
-    .await;
+    let r = append(http, &url, Some(("rt", 0, 0)), &first).await;
     assert_eq!(r.status(), 204);
     assert_eq!(header(&r, "producer-seq"), "0");
     assert_eq!(header(&r, "stream-next-offset"), offset);

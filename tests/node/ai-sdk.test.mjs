@@ -310,6 +310,24 @@ test('useChat path: AbstractChat + DefaultChatTransport resume a running agent',
   assert.deepEqual(errors, []);
 });
 
+// Issue 35 item 2: a page cut after the run started but before the
+// assistant's first chunk resumes into the answer (the resume waits for it
+// to start instead of answering 204).
+test('useChat path: a resume before the first chunk of the answer gets the whole answer', async () => {
+  const sid = session('early');
+  const events = scenarios['text, tool, text'];
+  const all = run(sid, events);
+  await post(server.base, sid, all.slice(0, 1)); // run.started, nothing said yet
+  const { chat, errors, resumed } = resumingChat(sid);
+  for (const e of all.slice(1)) await post(server.base, sid, e);
+  await post(server.base, sid, end(sid, events.length + 2));
+  await resumed;
+  assert.deepEqual(errors, []);
+  assert.equal(chat.status, 'ready');
+  assert.equal(chat.messages.length, 1);
+  assertSame(plain(chat.messages[0]), await ours(server.base, sid, 'm1'));
+});
+
 // Issue 12 item 4: a failed run ends `useChat` in `error`, not `ready`.
 test('useChat path: a failed run ends the chat in error with the run\'s error text', async () => {
   const sid = session('failed');
