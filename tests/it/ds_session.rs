@@ -180,6 +180,14 @@ async fn a_session_append_is_validated_as_an_ingest_and_bad_input_changes_nothin
             400,
             "stream_seq_unsupported",
         ),
+        (
+            post(json_ct, r#"{"type":"TEXT_MESSAGE_CONTENT","delta":"x"}"#)
+                .header("producer-id", "p")
+                .header("producer-epoch", "0")
+                .header("producer-seq", "0"),
+            400,
+            "empty_append",
+        ),
         (http.put(&url), 405, "session_stream_not_created"),
         (http.delete(&url), 405, "session_stream_not_created"),
         (

@@ -129,6 +129,15 @@ pub(super) async fn append(
             .map_err(ingest::split_problem)?;
         st.limits.ingest(id, caller.token_key(), values.len())?;
         let (mut events, said) = ingest::validated(st, values, ingest::idempotency_key(headers))?;
+        if events.is_empty() {
+            // AG-UI events that all map to nothing: an append of nothing,
+            // which the protocol refuses (and a producer's sequence must
+            // not be spent on).
+            return Err(Problem::bad_request(
+                "empty_append",
+                "no event of the body is applied (see the AG-UI mapping in docs/AG-UI.md)",
+            ));
+        }
         if let Some(c) = &claim {
             for e in &mut events {
                 e.fact.producer = Some(c.clone());

@@ -18,10 +18,10 @@ use crate::session::{
     index::{Change, SessionEntry},
     Command, IncomingEvent, IngestOutcome, IngestReply, Listing, Produced, SessionError, Warning,
 };
+use crate::store::{self, AppendBatch, Checkpoint, StoreError, StoredEvent};
 
 /// A request's answer: its outcome, or its producer fenced out.
 type Answer = Result<IngestOutcome, SessionError>;
-use crate::store::{self, AppendBatch, Checkpoint, StoreError, StoredEvent};
 
 /// Queued ingest requests of one session are appended together, up to this
 /// many events: one store round trip (and, on a shared store, one chance of
@@ -223,13 +223,14 @@ impl Actor {
             // event) is decided on what the projection remembers, which
             // the requests before it in this append have already changed.
             let claim = events.first().and_then(|e| e.fact.producer.as_ref());
-            let seen: Vec<Option<u64>> = known.by_ref().take(events.len()).collect();
+            let mut seen = known.by_ref().take(events.len());
             if let Some(claim) = claim {
                 let (p, duplicate) =
                     match producer::fence(state.projection.producer(&claim.id), claim) {
                         Ok(Fencing::Write(p)) => (p, false),
                         Ok(Fencing::Duplicate(p)) => (p, true),
                         Err(f) => {
+                            seen.for_each(drop);
                             outcomes.push(Err(SessionError::Fenced(f)));
                             continue;
                         }
@@ -239,13 +240,14 @@ impl Actor {
                     duplicate,
                 });
                 if duplicate {
+                    seen.for_each(drop);
                     out.duplicates = events.len();
                     outcomes.push(Ok(out));
                     continue;
                 }
             }
             let mut fresh = Vec::with_capacity(events.len());
-            for (ev, seen) in events.iter().zip(seen) {
+            for (ev, seen) in events.iter().zip(&mut seen) {
                 if seen.is_some() || !in_group.insert(ev.fact.id.as_str()) {
                     out.duplicates += 1;
                 } else {
