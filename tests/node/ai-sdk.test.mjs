@@ -279,6 +279,15 @@ class TestChat extends AbstractChat {
   }
 }
 
+/** Wait until `cond()` holds (checked every 10 ms, at most 15 s). */
+async function until(cond, what) {
+  const deadline = Date.now() + 15000;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 /** A chat of session `sid` as `useChat` builds it, resuming; the errors it reports. */
 function resumingChat(sid) {
   const errors = [];
@@ -296,6 +305,9 @@ test('useChat path: AbstractChat + DefaultChatTransport resume a running agent',
   const all = run(sid, events);
   await post(server.base, sid, all.slice(0, 3));
   const { chat, errors, resumed } = resumingChat(sid);
+  // The rest once the resume has the message (not before: then there is
+  // nothing left to resume).
+  await until(() => chat.status === 'streaming', 'the resumed message');
   for (const e of all.slice(3)) await post(server.base, sid, e);
   await post(server.base, sid, end(sid, events.length + 2));
   await resumed;
@@ -334,6 +346,7 @@ test('useChat path: a failed run ends the chat in error with the run\'s error te
   const started = run(sid, [{ type: 'text.delta', payload: { delta: 'Working on it' } }]);
   await post(server.base, sid, started);
   const { chat, errors, resumed } = resumingChat(sid);
+  await until(() => chat.status === 'streaming', 'the resumed message');
   await post(server.base, sid, { id: `${sid}-fail`, type: 'run.failed', runId: 'r1', turnId: 't1', sequence: 3, payload: { error: 'model overloaded' } });
   await resumed;
   assert.equal(chat.status, 'error');
