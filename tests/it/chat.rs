@@ -130,6 +130,20 @@ async fn chunk(s: &mut Sse) -> Value {
     s.next().await.expect("a chunk").data
 }
 
+/// The text of an AI SDK stream's deltas, read up to its `finish`.
+async fn text_to_finish(s: &mut Sse) -> String {
+    let mut text = String::new();
+    loop {
+        let c = chunk(s).await;
+        if c["type"] == "text-delta" {
+            text.push_str(c["delta"].as_str().unwrap());
+        }
+        if c["type"] == "finish" {
+            return text;
+        }
+    }
+}
+
 #[tokio::test]
 async fn the_answer_comes_from_the_log_and_outlives_the_browser() {
     let (srv, up) = gateway().await;
@@ -174,17 +188,7 @@ async fn the_answer_comes_from_the_log_and_outlives_the_browser() {
     assert_eq!(r.status(), 200, "{:?}", r.text().await);
     let mut tab = Sse::from_response(r);
     gate.notify_one();
-    let mut resumed = String::new();
-    loop {
-        let c = chunk(&mut tab).await;
-        if c["type"] == "text-delta" {
-            resumed.push_str(c["delta"].as_str().unwrap());
-        }
-        if c["type"] == "finish" {
-            break;
-        }
-    }
-    assert_eq!(resumed, "Hello.");
+    assert_eq!(text_to_finish(&mut tab).await, "Hello.");
     let snap = srv.snapshot("chat-1").await;
     let ms = snap["state"]["messages"].as_array().unwrap();
     assert_eq!(ms[0]["id"], "u1");
@@ -546,17 +550,7 @@ async fn a_resume_before_the_answer_starts_waits_for_it() {
         (first["type"].as_str(), first["messageId"].as_str()),
         (Some("start"), Some("a1"))
     );
-    let mut text = String::new();
-    loop {
-        let c = chunk(&mut s).await;
-        if c["type"] == "text-delta" {
-            text.push_str(c["delta"].as_str().unwrap());
-        }
-        if c["type"] == "finish" {
-            break;
-        }
-    }
-    assert_eq!(text, "Hello.");
+    assert_eq!(text_to_finish(&mut s).await, "Hello.");
 
     // A finished run has nothing on its way: 204 at once.
     let t = std::time::Instant::now();

@@ -299,6 +299,15 @@ function resumingChat(sid) {
   return { chat, errors, resumed: chat.resumeStream() };
 }
 
+/** The resumed chat ends ready, with no error, holding the whole message m1 as the server has it. */
+async function resumedWhole({ chat, errors, resumed }, sid) {
+  await resumed;
+  assert.deepEqual(errors, []);
+  assert.equal(chat.status, 'ready');
+  assert.equal(chat.messages.length, 1);
+  assertSame(plain(chat.messages[0]), await ours(server.base, sid, 'm1'));
+}
+
 test('useChat path: AbstractChat + DefaultChatTransport resume a running agent', async () => {
   const sid = session('chat');
   const events = scenarios['text, tool, text'];
@@ -310,11 +319,7 @@ test('useChat path: AbstractChat + DefaultChatTransport resume a running agent',
   await until(() => chat.status === 'streaming', 'the resumed message');
   for (const e of all.slice(3)) await post(server.base, sid, e);
   await post(server.base, sid, end(sid, events.length + 2));
-  await resumed;
-  assert.deepEqual(errors, []);
-  assert.equal(chat.status, 'ready');
-  assert.equal(chat.messages.length, 1);
-  assertSame(plain(chat.messages[0]), await ours(server.base, sid, 'm1'));
+  await resumedWhole({ chat, errors, resumed }, sid);
 
   // Nothing streaming any more: resume is a no-op (204) and keeps the messages.
   await chat.resumeStream();
@@ -333,11 +338,7 @@ test('useChat path: a resume before the first chunk of the answer gets the whole
   const { chat, errors, resumed } = resumingChat(sid);
   for (const e of all.slice(1)) await post(server.base, sid, e);
   await post(server.base, sid, end(sid, events.length + 2));
-  await resumed;
-  assert.deepEqual(errors, []);
-  assert.equal(chat.status, 'ready');
-  assert.equal(chat.messages.length, 1);
-  assertSame(plain(chat.messages[0]), await ours(server.base, sid, 'm1'));
+  await resumedWhole({ chat, errors, resumed }, sid);
 });
 
 // Issue 12 item 4: a failed run ends `useChat` in `error`, not `ready`.
