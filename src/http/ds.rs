@@ -22,11 +22,11 @@ use axum::Router;
 use bytes::Bytes;
 
 use super::auth::{Caller, Scope};
-use super::error::Problem;
+use super::error::{refused_append, Problem};
 use super::extract::read_body;
 use super::AppState;
 use crate::ds::model;
-use crate::ds::{Append, DsError, Outcome, Refusal, Streams, View};
+use crate::ds::{Append, DsError, Outcome, Producer, Refusal, Streams, View};
 use crate::session::IngestOutcome;
 
 pub(super) const NEXT_OFFSET: HeaderName = HeaderName::from_static("stream-next-offset");
@@ -37,8 +37,8 @@ const TTL: HeaderName = HeaderName::from_static("stream-ttl");
 const EXPIRES_AT: HeaderName = HeaderName::from_static("stream-expires-at");
 pub(super) const SEQ: HeaderName = HeaderName::from_static("stream-seq");
 const PRODUCER_ID: HeaderName = HeaderName::from_static("producer-id");
-pub(super) const PRODUCER_EPOCH: HeaderName = HeaderName::from_static("producer-epoch");
-pub(super) const PRODUCER_SEQ: HeaderName = HeaderName::from_static("producer-seq");
+const PRODUCER_EPOCH: HeaderName = HeaderName::from_static("producer-epoch");
+const PRODUCER_SEQ: HeaderName = HeaderName::from_static("producer-seq");
 const EXPECTED_SEQ: HeaderName = HeaderName::from_static("producer-expected-seq");
 const RECEIVED_SEQ: HeaderName = HeaderName::from_static("producer-received-seq");
 const FORKED_FROM: HeaderName = HeaderName::from_static("stream-forked-from");
@@ -306,48 +306,23 @@ pub async fn ds_append(
         Outcome::Duplicate { producer } => Some(producer),
     };
     if let Some(p) = producer {
-        set(&mut r, PRODUCER_EPOCH, itoa::Buffer::new().format(p.epoch));
-        set(&mut r, PRODUCER_SEQ, itoa::Buffer::new().format(p.seq));
+        producer_headers(&mut r, p);
     }
     Ok(r)
+}
+
+/// `Producer-Epoch` and `Producer-Seq`: the producer as the stream
+/// remembers it after an append.
+fn producer_headers(r: &mut Response, p: Producer) {
+    set(r, PRODUCER_EPOCH, itoa::Buffer::new().format(p.epoch));
+    set(r, PRODUCER_SEQ, itoa::Buffer::new().format(p.seq));
 }
 
 /// A refused append as the protocol answers it (`view`: the stream as it
 /// stands, which a session's refusals do not need).
 fn refused(refusal: Refusal, view: Option<&View>) -> Response {
-    let (status, code, detail) = match &refusal {
-        Refusal::Invalid(why) => (StatusCode::BAD_REQUEST, "invalid_append", why.clone()),
-        Refusal::ContentType => (
-            StatusCode::CONFLICT,
-            "content_type_mismatch",
-            format!(
-                "the stream's content type is {}",
-                view.map_or("another", |v| &v.state.config.content_type)
-            ),
-        ),
-        Refusal::SeqRegression => (
-            StatusCode::CONFLICT,
-            "stream_seq_regression",
-            "Stream-Seq must be above the last one (byte-wise)".into(),
-        ),
-        Refusal::Closed => (
-            StatusCode::CONFLICT,
-            "stream_closed",
-            "the stream is closed".into(),
-        ),
-        Refusal::StaleEpoch { current } => (
-            StatusCode::FORBIDDEN,
-            "stale_producer_epoch",
-            format!("a newer epoch ({current}) of this producer has written"),
-        ),
-        Refusal::SeqGap { expected, received } => (
-            StatusCode::CONFLICT,
-            "producer_seq_gap",
-            format!("expected Producer-Seq {expected}, got {received}"),
-        ),
-    };
-    let title = status.canonical_reason().unwrap_or("Refused");
-    let mut r = Problem::new(status, code, title, detail).into_response();
+    let content_type = view.map(|v| v.state.config.content_type.as_str());
+    let mut r = refused_append(&refusal, content_type).into_response();
     match refusal {
         Refusal::Closed => {
             set(&mut r, CLOSED, "true");

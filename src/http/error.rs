@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::ds::Refusal;
 use crate::session::SessionError;
 use crate::store::StoreError;
 
@@ -142,34 +143,48 @@ impl From<SessionError> for Problem {
                 "the session is not available (server shutting down)",
             ),
             SessionError::Store(e) => e.into(),
-            SessionError::Fenced(f) => fenced(f),
+            SessionError::Fenced(f) => refused_append(&f.into(), None),
         }
     }
 }
 
-/// An idempotent producer's refused request, with the protocol's status
-/// (Durable Streams); the door that takes `Producer-*` headers adds the
-/// protocol's headers.
-pub fn fenced(f: crate::producer::Fenced) -> Problem {
-    use crate::producer::Fenced;
-    match f {
-        Fenced::StaleEpoch { current } => Problem::new(
+/// A refused Durable Streams append (or an idempotent producer's request
+/// fenced out of a session) with the protocol's status; the door adds the
+/// protocol's headers. `content_type`: the stream's, named in a mismatch.
+pub fn refused_append(refusal: &Refusal, content_type: Option<&str>) -> Problem {
+    let (status, code, detail) = match refusal {
+        Refusal::Invalid(why) => (StatusCode::BAD_REQUEST, "invalid_append", why.clone()),
+        Refusal::ContentType => (
+            StatusCode::CONFLICT,
+            "content_type_mismatch",
+            format!(
+                "the stream's content type is {}",
+                content_type.unwrap_or("another")
+            ),
+        ),
+        Refusal::SeqRegression => (
+            StatusCode::CONFLICT,
+            "stream_seq_regression",
+            "Stream-Seq must be above the last one (byte-wise)".into(),
+        ),
+        Refusal::Closed => (
+            StatusCode::CONFLICT,
+            "stream_closed",
+            "the stream is closed".into(),
+        ),
+        Refusal::StaleEpoch { current } => (
             StatusCode::FORBIDDEN,
             "stale_producer_epoch",
-            "Forbidden",
             format!("a newer epoch ({current}) of this producer has written"),
         ),
-        Fenced::SeqGap { expected, received } => Problem::new(
+        Refusal::SeqGap { expected, received } => (
             StatusCode::CONFLICT,
             "producer_seq_gap",
-            "Conflict",
             format!("expected Producer-Seq {expected}, got {received}"),
         ),
-        Fenced::EpochNotAtZero => Problem::bad_request(
-            "invalid_append",
-            "a new producer epoch starts at Producer-Seq 0",
-        ),
-    }
+    };
+    let title = status.canonical_reason().unwrap_or("Refused");
+    Problem::new(status, code, title, detail)
 }
 
 impl From<StoreError> for Problem {

@@ -22,7 +22,7 @@ use crate::event::ag_ui::{self, AgUi, Mapped};
 use crate::event::body::{self, BodyError, BodyFormat};
 use crate::event::normalize;
 use crate::event::normalize::code;
-use crate::session::{IncomingEvent, IngestOutcome, Warning};
+use crate::session::{IncomingEvent, IngestOutcome, SessionError, Warning};
 
 pub(super) fn router() -> Router<AppState> {
     Router::new().route(
@@ -109,24 +109,62 @@ pub async fn post_events(
                 .map(Json);
         }
     };
+    let batch = read_batch(&st, &caller, &session.0, &headers, body, format).await?;
+    Ok(Json(batch.ingest(&st, &session.0).await?))
+}
+
+/// A batch request's events, validated, and when its body had all come.
+pub(super) struct Batch {
+    pub events: Vec<IncomingEvent>,
+    /// What the reading of its AG-UI events said.
+    said: Vec<Warning>,
+    received: std::time::Instant,
+}
+
+/// A batch body (`format`) read within its limit, split, counted against
+/// the ingest rate limits and validated, all or none.
+pub(super) async fn read_batch(
+    st: &AppState,
+    caller: &Caller,
+    session: &str,
+    headers: &HeaderMap,
+    body: Body,
+    format: BodyFormat,
+) -> Result<Batch, Problem> {
     let limits = &st.cfg.ingest;
-    let bytes = read_body(&st.limits, &headers, body, limits.max_body_bytes).await?;
+    let bytes = read_body(&st.limits, headers, body, limits.max_body_bytes).await?;
     let received = std::time::Instant::now();
     let values = body::split(&bytes, format, limits.max_events_per_batch).map_err(split_problem)?;
     st.limits
-        .ingest(&session.0, caller.token_key(), values.len())?;
-    let (events, said) = validated(&st, values, idempotency_key(&headers))?;
-    let mut outcome = st.registry.ingest(&session.0, events).await?;
-    // From the whole body received to the events durable and published.
-    metrics::histogram!("projector_ingest_seconds").record(received.elapsed());
-    outcome.warnings.extend(said);
-    outcome.warnings.sort_by_key(|w| w.index);
-    Ok(Json(outcome))
+        .ingest(session, caller.token_key(), values.len())?;
+    let (events, said) = validated(st, values, idempotency_key(headers))?;
+    Ok(Batch {
+        events,
+        said,
+        received,
+    })
+}
+
+impl Batch {
+    /// Ingest the batch into `session`: its outcome, with what the reading
+    /// of its AG-UI events said among the warnings.
+    pub(super) async fn ingest(
+        self,
+        st: &AppState,
+        session: &str,
+    ) -> Result<IngestOutcome, SessionError> {
+        let mut outcome = st.registry.ingest(session, self.events).await?;
+        // From the whole body received to the events durable and published.
+        metrics::histogram!("projector_ingest_seconds").record(self.received.elapsed());
+        outcome.warnings.extend(self.said);
+        outcome.warnings.sort_by_key(|w| w.index);
+        Ok(outcome)
+    }
 }
 
 /// The request's `Idempotency-Key` (keys the ids derived for events sent
 /// without one).
-pub(super) fn idempotency_key(headers: &HeaderMap) -> Option<String> {
+fn idempotency_key(headers: &HeaderMap) -> Option<String> {
     headers
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
@@ -134,7 +172,7 @@ pub(super) fn idempotency_key(headers: &HeaderMap) -> Option<String> {
 }
 
 /// Why a batch body could not be split into events.
-pub(super) fn split_problem(e: BodyError) -> Problem {
+fn split_problem(e: BodyError) -> Problem {
     let code = match e {
         BodyError::TooManyEvents { .. } => {
             return Problem::payload_too_large("too_many_events", e.to_string());
@@ -151,7 +189,7 @@ pub(super) fn split_problem(e: BodyError) -> Problem {
 /// A batch's events normalised and validated, with what the reading of
 /// its AG-UI events said; or, when any is invalid, a problem naming each
 /// one refused (422, or 413 for an inline payload over its limit).
-pub(super) fn validated(
+fn validated(
     st: &AppState,
     values: Vec<Value>,
     key: Option<String>,

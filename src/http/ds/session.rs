@@ -33,15 +33,14 @@ use super::answer::{
     at_tail, catch_up, control_event, events, no_data, sse_response, Live, ReadQuery,
 };
 use super::headers::{closes, header, producer};
-use super::{set, NEXT_OFFSET, PRODUCER_EPOCH, PRODUCER_SEQ, SEQ};
+use super::{set, NEXT_OFFSET, SEQ};
 use crate::ds::{
     cursor_interval, format_tagged, model, parse_tagged, Chunk, Config, Offset, Record, State, View,
 };
-use crate::event::body::{self, BodyFormat};
+use crate::event::body::BodyFormat;
 use crate::frame::FrameKind;
 use crate::http::auth::{Caller, Scope};
 use crate::http::error::Problem;
-use crate::http::extract::read_body;
 use crate::http::ingest;
 use crate::http::AppState;
 use crate::session::SessionError;
@@ -123,13 +122,8 @@ pub(super) async fn append(
             }
             Some(_) => {}
         }
-        let limits = &st.cfg.ingest;
-        let bytes = read_body(&st.limits, headers, body, limits.max_body_bytes).await?;
-        let values = body::split(&bytes, BodyFormat::Json, limits.max_events_per_batch)
-            .map_err(ingest::split_problem)?;
-        st.limits.ingest(id, caller.token_key(), values.len())?;
-        let (mut events, said) = ingest::validated(st, values, ingest::idempotency_key(headers))?;
-        if events.is_empty() {
+        let mut batch = ingest::read_batch(st, caller, id, headers, body, BodyFormat::Json).await?;
+        if batch.events.is_empty() {
             // AG-UI events that all map to nothing: an append of nothing,
             // which the protocol refuses (and a producer's sequence must
             // not be spent on).
@@ -139,41 +133,31 @@ pub(super) async fn append(
             ));
         }
         if let Some(c) = &claim {
-            for e in &mut events {
+            for e in &mut batch.events {
                 e.fact.producer = Some(c.clone());
             }
         }
-        Ok((claim, events, said))
+        Ok(batch)
     };
-    let (claim, events, said) = parsed.await.map_err(IntoResponse::into_response)?;
-    let mut outcome = match st.registry.ingest(id, events).await {
+    let batch = parsed.await.map_err(IntoResponse::into_response)?;
+    let outcome = match batch.ingest(st, id).await {
         Ok(o) => o,
         Err(SessionError::Fenced(f)) => return Err(super::refused(f.into(), None)),
         Err(e) => return Err(Problem::from(e).into_response()),
     };
-    outcome.warnings.extend(said);
-    outcome.warnings.sort_by_key(|w| w.index);
     let offset = format_tagged(outcome.cursor, &outcome.epoch);
-    let mut r = match (claim, outcome.producer) {
-        (Some(_), Some(p)) => {
+    // The producer is told back only to a request that named one.
+    let mut r = match outcome.producer {
+        Some(p) => {
             let mut r = if p.duplicate {
                 StatusCode::NO_CONTENT.into_response()
             } else {
                 (StatusCode::OK, Json(&outcome)).into_response()
             };
-            set(
-                &mut r,
-                PRODUCER_EPOCH,
-                itoa::Buffer::new().format(p.producer.epoch),
-            );
-            set(
-                &mut r,
-                PRODUCER_SEQ,
-                itoa::Buffer::new().format(p.producer.seq),
-            );
+            super::producer_headers(&mut r, p.producer);
             r
         }
-        _ => StatusCode::NO_CONTENT.into_response(),
+        None => StatusCode::NO_CONTENT.into_response(),
     };
     set(&mut r, NEXT_OFFSET, &offset);
     Ok(r)
