@@ -15,6 +15,7 @@ use super::Ctx;
 use crate::control::{action_request, control_request, Invalid, Outgoing};
 use crate::frame::{FrameKind, SharedFrame};
 use crate::session::{MessageFeed, MessagePick, SessionError};
+use crate::store::SessionMeta;
 use crate::stream::StartAt;
 
 /// An approval answered in the chat (`addToolApprovalResponse`).
@@ -157,12 +158,24 @@ pub async fn from_head(
     session: &str,
     page: usize,
 ) -> impl Stream<Item = SharedFrame> + Send + 'static {
-    let from = match cx.registry.store().meta(session).await {
-        Ok(Some(m)) => StartAt {
+    let meta = cx.registry.store().meta(session).await.ok().flatten();
+    from_meta(cx, session, meta.as_ref(), page)
+}
+
+/// The session's frames after the head `meta` names (from the start when
+/// there is none).
+fn from_meta(
+    cx: &Ctx,
+    session: &str,
+    meta: Option<&SessionMeta>,
+    page: usize,
+) -> impl Stream<Item = SharedFrame> + Send + 'static {
+    let from = match meta {
+        Some(m) => StartAt {
             cursor: Some(m.head),
-            epoch: Some(m.epoch),
+            epoch: Some(m.epoch.clone()),
         },
-        _ => StartAt {
+        None => StartAt {
             cursor: Some(0),
             epoch: None,
         },
@@ -214,16 +227,14 @@ pub async fn resumed_answer(
     }
     // From the head, then a second look: an answer that started in
     // between is streaming now, one that starts after is in the frames.
-    let frames = from_head(cx, session, page).await;
+    // Whether one is on its way is what the session said at that head.
+    let meta = cx.registry.store().meta(session).await?;
+    let frames = from_meta(cx, session, meta.as_ref(), page);
     let streaming = cx.registry.message(session, MessagePick::Streaming).await?;
     if streaming.is_some() {
         return Ok(streaming);
     }
-    let status = cx
-        .registry
-        .store()
-        .meta(session)
-        .await?
+    let status = meta
         .filter(|m| !m.deleted)
         .and_then(|m| m.listing)
         .and_then(|l| crate::session::Listing::decode(&l).status);
