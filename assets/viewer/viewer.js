@@ -98,7 +98,7 @@ index.on('status', () => { dirty.sidebar = true; schedule(); });
 ui.requestRender = () => { dirty.view = dirty.panels = true; schedule(); };
 
 window.addEventListener('online', () => {
-  for (const s of [conn, index]) if (s.status !== 'open') s.restart();
+  for (const s of [conn, index]) if (!READING.has(s.status)) s.restart();
 });
 window.addEventListener('popstate', () => show(sessionFromUrl()));
 
@@ -151,8 +151,11 @@ function schedule() {
   requestAnimationFrame(render);
 }
 
-const CONNECTION = { idle: 'idle', connecting: 'connecting', open: 'live', reconnecting: 'reconnecting', failed: 'offline', closed: 'offline' };
-const LABELS = { idle: 'not connected', connecting: 'connecting', live: 'live', reconnecting: 'reconnecting', offline: 'offline' };
+// The connection reads its sessions' history ('catching-up') until each has
+// said it is live (the server's `live` frame).
+const READING = new Set(['open', 'catching-up', 'live']);
+const CONNECTION = { idle: 'idle', connecting: 'connecting', 'catching-up': 'loading', open: 'live', live: 'live', reconnecting: 'reconnecting', failed: 'offline', closed: 'offline' };
+const LABELS = { idle: 'not connected', connecting: 'connecting', loading: 'loading history', live: 'live', reconnecting: 'reconnecting', offline: 'offline' };
 const connectionState = () => CONNECTION[conn.status] || conn.status;
 
 function render() {

@@ -216,7 +216,7 @@ fn complete(doc: &mut serde_json::Value) {
         "application/json": {"schema": {"$ref": "#/components/schemas/EventBody"}},
         "application/x-ndjson": {"schema": {"type": "string", "description": "One EventEnvelope JSON object per line"}}
     });
-    let frames = "Each SSE `data:` line (each WebSocket text message) is one `Frame` (components.schemas.Frame): `snapshot`, `delta` or `reset`; SSE ids are `<epoch>:<cursor>`.";
+    let frames = "Each SSE `data:` line (each WebSocket text message) is one `Frame` (components.schemas.Frame): `snapshot`, `delta`, `reset` or `live` (once, where the replay ends); SSE ids are `<epoch>:<cursor>` (none on `reset` and `live`).";
     for (path, method, status) in [
         ("/v1/sessions/{session_id}/stream", "get", "200"),
         ("/v1/sessions/{session_id}/ws", "get", "101"),
@@ -376,6 +376,18 @@ fn frame_schemas() -> Vec<(&'static str, serde_json::Value)> {
             }),
         ),
         (
+            "LiveFrame",
+            json!({
+                "type": "object",
+                "description": "Where the replay ends: every frame before it was history, the client now holds the log up to `cursor` and what follows is live. Sent once per stream, also on a stream that opens at the head; it has no SSE id (never a resume point)",
+                "required": ["type", "cursor"],
+                "properties": {
+                    "type": {"type": "string", "enum": ["live"]},
+                    "cursor": {"type": "integer", "minimum": 0}
+                }
+            }),
+        ),
+        (
             "MuxFrame",
             json!({
                 "description": "A frame of `GET /v1/streams` and `/v1/streams/ws`: a session frame with `sessionId` as its first key",
@@ -421,12 +433,14 @@ fn frame_schemas() -> Vec<(&'static str, serde_json::Value)> {
                 "oneOf": [
                     {"$ref": "#/components/schemas/SnapshotFrame"},
                     {"$ref": "#/components/schemas/DeltaFrame"},
-                    {"$ref": "#/components/schemas/ResetFrame"}
+                    {"$ref": "#/components/schemas/ResetFrame"},
+                    {"$ref": "#/components/schemas/LiveFrame"}
                 ],
                 "discriminator": {"propertyName": "type", "mapping": {
                     "snapshot": "#/components/schemas/SnapshotFrame",
                     "delta": "#/components/schemas/DeltaFrame",
-                    "reset": "#/components/schemas/ResetFrame"
+                    "reset": "#/components/schemas/ResetFrame",
+                    "live": "#/components/schemas/LiveFrame"
                 }}
             }),
         ),

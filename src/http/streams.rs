@@ -243,14 +243,26 @@ pub async fn resume_chat(
     caller: Caller,
     session: SessionId,
 ) -> Result<Response, Problem> {
-    caller.require(Scope::Subscribe, Some(&session.0))?;
-    let slot = st.limits.subscribe(&session.0)?;
-    let wait = Duration::from_secs(st.cfg.upstream.start_timeout_secs);
-    let cx = st.gateway_ctx();
-    match chat::resumed_answer(&cx, &session.0, st.cfg.stream.replay_page, wait).await? {
-        Some(feed) => Ok(ui_response(&st, &caller, session.0, feed, slot)),
+    match resumed_chat(&st, &caller, &session.0).await? {
+        Some((feed, slot)) => Ok(ui_response(&st, &caller, session.0, feed, slot)),
         None => Ok(StatusCode::NO_CONTENT.into_response()),
     }
+}
+
+/// What a chat's resume follows ([`chat::resumed_answer`]), for a caller
+/// who may read the session, with the subscriber slot its stream holds;
+/// `None`: nothing to resume.
+pub(super) async fn resumed_chat(
+    st: &AppState,
+    caller: &Caller,
+    session: &str,
+) -> Result<Option<(crate::session::MessageFeed, SubscriberSlot)>, Problem> {
+    caller.require(Scope::Subscribe, Some(session))?;
+    let slot = st.limits.subscribe(session)?;
+    let wait = Duration::from_secs(st.cfg.upstream.start_timeout_secs);
+    let cx = st.gateway_ctx();
+    let feed = chat::resumed_answer(&cx, session, st.cfg.stream.replay_page, wait).await?;
+    Ok(feed.map(|f| (f, slot)))
 }
 
 /// Where to start a stream.
@@ -339,7 +351,7 @@ fn frames(
     ))
 }
 
-/// Server-Sent Events: `id: <epoch>:<cursor>`, `event: snapshot|delta|reset`, `data: <frame JSON>`.
+/// Server-Sent Events: `id: <epoch>:<cursor>`, `event: snapshot|delta|reset|live`, `data: <frame JSON>` (`reset` and `live` without an id).
 #[utoipa::path(
     get,
     path = "/v1/sessions/{session_id}/stream",

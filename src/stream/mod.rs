@@ -1,6 +1,7 @@
 //! The one replay-then-live machine: a `Stream` of shared frames for one
 //! session that replays the store from a cursor, then follows the live feed
-//! with no gap and no duplicate. A subscriber that falls behind the live
+//! with no gap and no duplicate, saying where the replay ended with one
+//! `live` frame (at the head too, where nothing was replayed). A subscriber that falls behind the live
 //! buffer is caught up from the store; only past the retained history does
 //! it get `reset` + `snapshot`. Every stream kind is a view over it: `sse`
 //! and `ws` send its frames as they are, `ui` picks one message's AI SDK
@@ -83,6 +84,9 @@ struct Subscriber {
     last: u64,
     pending: VecDeque<SharedFrame>,
     phase: Phase,
+    /// The `live` frame was sent (once per stream: a catch-up after a lag
+    /// is the server's business, not a new replay for the client).
+    announced: bool,
 }
 
 /// The frames of a session from `from`, replayed then live. The stream ends
@@ -104,6 +108,7 @@ pub fn frames(
         phase: Phase::Subscribe {
             cursor: from.cursor,
         },
+        announced: false,
     }
     .into_stream()
 }
@@ -127,6 +132,7 @@ pub fn frames_after(
         last: meta.head,
         pending: VecDeque::new(),
         phase: Phase::Live,
+        announced: false,
     }
     .into_stream()
 }
@@ -214,6 +220,10 @@ impl Subscriber {
                             &ev.frame,
                         )));
                     }
+                }
+                Phase::Live if !self.announced => {
+                    self.announced = true;
+                    return Some(Arc::new(frame::live(self.last)));
                 }
                 Phase::Live => {
                     let Some(rx) = self.rx.as_mut() else {

@@ -5,7 +5,8 @@
 //! bodies of the snapshot's messages; a `delta` frame becomes the Umo
 //! content-block updates of the messages it touches
 //! ([`crate::projection::umo_live`], `strategy: append | merge`); a frame
-//! that touches no message's content is left out; `reset` passes as it is.
+//! that touches no message's content is left out; `reset` and `live` pass
+//! as they are.
 //!
 //! Unlike the session stream, this view does JSON work per subscriber (it
 //! reads each frame it maps); it is for Umo widgets, not for fan-out to
@@ -62,7 +63,7 @@ struct Delta {
 impl View {
     fn map(&mut self, f: &SharedFrame) -> Option<SharedFrame> {
         match f.kind {
-            FrameKind::Reset => Some(f.clone()),
+            FrameKind::Reset | FrameKind::Live => Some(f.clone()),
             FrameKind::Snapshot => self.snapshot(f),
             FrameKind::Delta => self.delta(f),
         }

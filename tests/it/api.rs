@@ -426,6 +426,10 @@ async fn websocket_gives_the_same_frames_as_sse() {
     }
     let sse_data: Vec<Value> = sse.into_iter().map(|e| e.data).collect();
     assert_eq!(got, sse_data);
+    // Then where the replay ended.
+    let msg = tokio::time::timeout(WAIT, ws.next()).await.unwrap();
+    let v: Value = serde_json::from_str(msg.unwrap().unwrap().to_text().unwrap()).unwrap();
+    assert_eq!(v, json!({"type": "live", "cursor": 8}));
     // Live frames too.
     srv.post(
         "s",

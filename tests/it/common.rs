@@ -118,6 +118,8 @@ impl TestServer {
         Sse {
             body: Box::pin(resp.bytes_stream()),
             buf: String::new(),
+            seen: 0,
+            lives: Vec::new(),
         }
     }
 
@@ -192,10 +194,15 @@ pub struct SseEvent {
 type ByteStream =
     std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
 
-/// A minimal SSE reader over a response body.
+/// A minimal SSE reader over a response body. A `live` frame is not
+/// handed out as an event: it is kept in `lives` (how many events came
+/// before it, and its JSON), and a second one for the same session fails
+/// the test (one per session per stream is the rule).
 pub struct Sse {
     body: ByteStream,
     buf: String,
+    seen: usize,
+    pub lives: Vec<(usize, Value)>,
 }
 
 impl Sse {
@@ -204,11 +211,42 @@ impl Sse {
         Sse {
             body: Box::pin(resp.bytes_stream()),
             buf: String::new(),
+            seen: 0,
+            lives: Vec::new(),
         }
     }
 
-    /// The next event (comments skipped); `None` when the stream ends.
+    /// The next event (comments and the `live` frame skipped); `None`
+    /// when the stream ends.
     pub async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            let ev = self.next_any().await?;
+            if ev.event != "live" {
+                self.seen += 1;
+                return Some(ev);
+            }
+            assert_eq!(ev.id, None, "a live frame is no resume point");
+            assert_eq!(ev.data["type"], "live");
+            assert!(ev.data["cursor"].is_u64(), "a live frame's cursor");
+            let session = &ev.data["sessionId"];
+            assert!(
+                !self.lives.iter().any(|(_, l)| &l["sessionId"] == session),
+                "a second live frame: {:?}",
+                ev.data
+            );
+            self.lives.push((self.seen, ev.data));
+        }
+    }
+
+    /// A one-session stream's `live` frame: how many events came before
+    /// it, and its cursor.
+    pub fn live(&self) -> Option<(usize, u64)> {
+        let (n, l) = self.lives.first()?;
+        Some((*n, l["cursor"].as_u64()?))
+    }
+
+    /// The next event, whatever it is (comments skipped).
+    pub async fn next_any(&mut self) -> Option<SseEvent> {
         loop {
             if let Some(pos) = self.buf.find("\n\n") {
                 let block: String = self.buf.drain(..pos + 2).collect();

@@ -19,6 +19,7 @@ mod hostile;
 mod index;
 mod kept;
 mod layout;
+mod live;
 mod messages;
 mod mux;
 mod observe;

@@ -284,6 +284,10 @@ async fn a_websocket_subscribes_and_unsubscribes_as_it_goes() {
         ),
         (json!("a"), json!("snapshot"), json!(2))
     );
+    assert_eq!(
+        next_json(&mut ws).await,
+        json!({"sessionId": "a", "type": "live", "cursor": 2})
+    );
     let epoch_b = srv.snapshot("b").await["epoch"]
         .as_str()
         .unwrap()
@@ -305,6 +309,10 @@ async fn a_websocket_subscribes_and_unsubscribes_as_it_goes() {
             d["cursor"].clone()
         ),
         (json!("b"), json!("delta"), json!(2))
+    );
+    assert_eq!(
+        next_json(&mut ws).await,
+        json!({"sessionId": "b", "type": "live", "cursor": 2})
     );
     // A third session is over the limit; bad messages are answered, and
     // the connection stays.

@@ -364,13 +364,13 @@ test('useChat path: a failed run ends the chat in error with the run\'s error te
   ]);
 });
 
-/** Read `count` frames of the session stream from cursor 0. */
+/** Read `count` delta frames of the session stream from cursor 0 (then its `live` frame, at `count`). */
 async function sessionFrames(base, sid, count) {
   const r = await fetch(`${base}/v1/sessions/${sid}/stream?cursor=0`);
   const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '';
   const frames = [];
-  while (frames.length < count) {
+  for (;;) {
     const { value, done } = await reader.read();
     if (done) break;
     buf += value;
@@ -379,7 +379,15 @@ async function sessionFrames(base, sid, count) {
       const block = buf.slice(0, i);
       buf = buf.slice(i + 2);
       const data = block.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).join('');
-      if (data) frames.push(JSON.parse(data));
+      if (!data) continue;
+      const f = JSON.parse(data);
+      if (f.type === 'live') {
+        // Where the replay ended: after every frame there was.
+        assert.deepEqual([f, frames.length], [{ type: 'live', cursor: count }, count]);
+        await reader.cancel();
+        return frames;
+      }
+      frames.push(f);
     }
   }
   await reader.cancel();

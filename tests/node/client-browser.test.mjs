@@ -144,7 +144,7 @@ test('no build step: a module page imports /client/index.js from the server and 
     for (const e of conversation(ev, ids[0]).slice(10)) await post(server.base, ids[0], e);
     await post(server.base, ids[1], workbench());
     for (const id of ids) await pageMatchesSnapshot(page, id, fromConn);
-    assert.equal(await page.evaluate(() => window.conn.status), 'open');
+    assert.equal(await page.evaluate(() => window.conn.status), 'live');
     assert.deepEqual(problems, []);
   } finally {
     await page.close();

@@ -97,7 +97,7 @@ test('a durable server restarts: the client resumes the same epochs; a memory se
     for (const id of ids) {
       assert.equal(log[id].filter((x) => x.f.startsWith('snapshot')).length, 1, `${id}: resumed without a second snapshot`);
     }
-    assert.ok(statuses.includes('reconnecting') && statuses.at(-1) === 'open', statuses.join(' '));
+    assert.ok(statuses.includes('reconnecting') && statuses.at(-1) === 'live', statuses.join(' '));
     assert.equal(allText(conn.state(ids[1])), 'one two');
 
     // The same port, a memory store: new logs under the same ids.

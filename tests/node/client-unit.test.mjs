@@ -155,7 +155,7 @@ test('schema.d.ts is what scripts/gen-schema.mjs makes of openapi/openapi.json',
   const fresh = generate(JSON.parse(readFileSync(OPENAPI, 'utf8')));
   assert.equal(readFileSync(OUT, 'utf8'), fresh, 'run `node scripts/gen-schema.mjs` in clients/js');
   assert.match(fresh, /export type DeltaFrame = \{/);
-  assert.match(fresh, /export type Frame = SnapshotFrame \| DeltaFrame \| ResetFrame;/);
+  assert.match(fresh, /export type Frame = SnapshotFrame \| DeltaFrame \| ResetFrame \| LiveFrame;/);
 });
 
 test('a typed usage of the package passes tsc --noEmit (exports map, types conditions, strict)', () => {
@@ -191,12 +191,50 @@ test('a stream that goes silent past idleTimeoutMs is dropped and opened again; 
     await new Promise((resolve) => { onBeat = () => { if (beats >= 40) resolve(); }; });
     // 40 heartbeats (800 ms) on the third connection: twice the idle timeout.
     assert.equal(requests.length, 3, 'heartbeats keep the connection');
-    assert.equal(conn.status, 'open');
+    assert.equal(conn.status, 'catching-up', 'no live frame from this stand-in');
     assert.equal(errors.length, 2);
     assert.ok(errors.every((e) => e.code === 'network_error' && /idleTimeoutMs/.test(e.detail)), errors.map((e) => e.detail).join());
   } finally {
     conn.close();
     for (const t of timers) clearInterval(t);
+    srv.closeAllConnections();
+    srv.close();
+  }
+});
+
+test("a connection is 'catching-up' while it reads history and 'live' once every session said so", async () => {
+  // A stand-in that sends what the test says, when it says.
+  let res = null;
+  const srv = createServer((req, r) => {
+    r.writeHead(200, { 'content-type': 'text/event-stream' });
+    r.write(': hi\n\n');
+    res = r;
+  }).listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const send = (event, data, id) => res.write(`${id ? `id: ${id}\n` : ''}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  const until = async (ok) => { while (!ok()) await new Promise((r) => setTimeout(r, 5)); };
+  const state = { sessionId: 'a', messages: [], timeline: [], runtime: { status: 'idle' } };
+  const conn = connect({ baseUrl: `http://127.0.0.1:${srv.address().port}`, sessions: ['a', 'b'] });
+  const statuses = [];
+  const lives = [];
+  conn.on('status', (s) => statuses.push(s));
+  conn.on('live', (l) => lives.push(l));
+  try {
+    await until(() => res && conn.status === 'catching-up');
+    send('snapshot', { sessionId: 'a', type: 'snapshot', cursor: 3, epoch: 'e', state }, 'e:3,');
+    send('snapshot', { sessionId: 'b', type: 'snapshot', cursor: 1, epoch: 'f', state: { ...state, sessionId: 'b' } }, 'e:3,f:1');
+    send('live', { sessionId: 'a', type: 'live', cursor: 3 });
+    await until(() => lives.length === 1);
+    assert.equal(conn.status, 'catching-up', 'b is still reading its history');
+    assert.deepEqual([conn.isLive('a'), conn.isLive('b')], [true, false]);
+    send('live', { sessionId: 'b', type: 'live', cursor: 1 });
+    await until(() => lives.length === 2);
+    assert.deepEqual(lives, [{ sessionId: 'a', cursor: 3 }, { sessionId: 'b', cursor: 1 }]);
+    assert.deepEqual(statuses, ['connecting', 'catching-up', 'live']);
+    // The live frame moves no position.
+    assert.deepEqual([conn.cursor('a'), conn.cursor('b')], [3, 1]);
+  } finally {
+    conn.close();
     srv.closeAllConnections();
     srv.close();
   }

@@ -135,7 +135,7 @@ test('one session: streamed text, tools, approvals and answers; the state equals
     snap = await assertSameAsSnapshot(conn, server.base, sid, 'after a repair');
     assert.equal(snap.state.messages.find((x) => x.id === 'restored-1').agentId, 'helper');
     assert.equal(conn.state(sid).messages.find((x) => x.id === 'restored-1').agentId, 'helper');
-    assert.equal(conn.status, 'open');
+    assert.equal(conn.status, 'live');
   } finally {
     conn.close();
   }

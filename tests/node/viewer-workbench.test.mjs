@@ -252,7 +252,7 @@ test('a coordinator shows its teammates\' child sessions live, all on one stream
     const mux = await oneStreamFor([coord, research, writer]);
     assert.deepEqual([...await page.evaluate(() => window.__viewer.conn.sessions)].sort(), [coord, research, writer].sort());
     assert.deepEqual(await page.evaluate(() => window.__viewer.children), { researcher: research, writer });
-    assert.equal(await page.evaluate(() => window.__viewer.conn.status), 'open');
+    assert.equal(await page.evaluate(() => window.__viewer.conn.status), 'live');
     assert.equal(streams.filter((s) => /^\/v1\/sessions\/[^/]+\/stream$/.test(s.u.pathname) && s.u.pathname !== '/v1/sessions/stream').length, 0);
     assert.equal(streams.filter((s) => s.open && s.u.pathname === '/v1/sessions/stream').length, 1, 'one index stream');
     assert.ok(mux.u.searchParams.get('cursor'), 'a new list resumes the sessions already held from their cursors');

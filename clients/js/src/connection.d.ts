@@ -23,6 +23,8 @@ export interface Change {
 
 export interface ConnectionEvents extends StreamEvents {
   change: Change;
+  /** A session's replay ended: it holds its log up to `cursor`, and what follows is live. */
+  live: { sessionId: string; cursor: number };
   sessions: string[];
 }
 
@@ -35,6 +37,8 @@ export declare class Connection extends ReconnectingStream<ConnectionEvents> imp
   state(sessionId: string): SessionState | null;
   projection(sessionId: string): SessionProjection | undefined;
   cursor(sessionId: string): number;
+  /** Whether the session's history was read on the connection being read (its `live` frame came). */
+  isLive(sessionId: string): boolean;
   add(sessionId: string): void;
   remove(sessionId: string): void;
   until(sessionId: string, predicate: (state: SessionState) => boolean,

@@ -14,7 +14,7 @@ import { ProjectorError } from './http.js';
 import { SessionProjection } from './projection.js';
 import { ReconnectingStream } from './stream.js';
 
-const FRAME_EVENTS = new Set(['snapshot', 'delta', 'reset']);
+const FRAME_EVENTS = new Set(['snapshot', 'delta', 'reset', 'live']);
 
 /** Split a multiplexed SSE id into its positions (`''` for a session with none). */
 export function parsePositions(id) {
@@ -46,6 +46,8 @@ export class Connection extends ReconnectingStream {
     this._sessions = new Map();
     /** The session list of the connection being read (the SSE id's order). */
     this._connected = [];
+    /** The sessions of that connection that said they are live. */
+    this._live = new Set();
     this._noCursor = false;
     for (const id of opts.sessions || []) {
       checkId(id);
@@ -145,6 +147,16 @@ export class Connection extends ReconnectingStream {
     return `${this.base}/v1/streams?${q}`;
   }
 
+  openStatus() {
+    this._live = new Set();
+    return 'catching-up';
+  }
+
+  /** Whether `sessionId` is live on the connection being read (its history was read). */
+  isLive(sessionId) {
+    return this._live.has(sessionId) && this.status !== 'reconnecting';
+  }
+
   onHttpError(err) {
     // Positions the server cannot read: start over with snapshots, once.
     if (err.status === 400 && err.code === 'invalid_cursor' && !this._noCursor) {
@@ -167,6 +179,13 @@ export class Connection extends ReconnectingStream {
     const sessionId = frame && frame.sessionId;
     const p = this._sessions.get(sessionId);
     if (!p) return undefined; // removed meanwhile
+    if (frame.type === 'live') {
+      // The replay of this session ended here: what follows is new.
+      this._live.add(sessionId);
+      this.emit('live', { sessionId, cursor: frame.cursor });
+      if (this._connected.every((id) => this._live.has(id))) this._setStatus('live');
+      return undefined;
+    }
     if (frame.type === 'reset' && frame.reason === 'token_expired') {
       // Not a new log: the token ran out and the stream ends. The state and
       // its position stay; the reconnection asks for the token again.

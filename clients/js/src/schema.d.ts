@@ -265,6 +265,12 @@ export type ResetFrame = {
   reason: "cursor_ahead" | "cursor_expired" | "epoch_mismatch" | "session_deleted" | "token_expired";
 };
 
+/** Where the replay ends: every frame before it was history, the client now holds the log up to `cursor` and what follows is live. Sent once per stream, also on a stream that opens at the head; it has no SSE id (never a resume point) */
+export type LiveFrame = {
+  type: "live";
+  cursor: number;
+};
+
 /** A frame of `GET /v1/streams` and `/v1/streams/ws`: a session frame with `sessionId` as its first key */
 export type MuxFrame = {
   sessionId: string;
@@ -292,7 +298,7 @@ export type IndexEvent = {
   reason?: "cursor_ahead" | "cursor_expired" | "epoch_mismatch" | "token_expired";
 };
 
-export type Frame = SnapshotFrame | DeltaFrame | ResetFrame;
+export type Frame = SnapshotFrame | DeltaFrame | ResetFrame | LiveFrame;
 
 /** One runtime event: the Agent UI envelope (`type`, ...) or the Lime envelope (`eventClass`, ...). Unknown classes are accepted; extension fields are kept (redacted). */
 export type EventEnvelope = ({

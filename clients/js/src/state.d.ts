@@ -5,9 +5,9 @@
 // state only as an open object, so these are written by hand on top of the
 // generated frame and chunk types in schema.d.ts.
 
-import type { ChunkItem, DeltaFrame, ResetFrame, SnapshotFrame, UIMessageChunk } from './schema.js';
+import type { ChunkItem, DeltaFrame, LiveFrame, ResetFrame, SnapshotFrame, UIMessageChunk } from './schema.js';
 
-export type { ChunkItem, DeltaFrame, ResetFrame, SnapshotFrame, UIMessageChunk };
+export type { ChunkItem, DeltaFrame, LiveFrame, ResetFrame, SnapshotFrame, UIMessageChunk };
 
 export type RuntimeStatus =
   | 'idle' | 'accepted' | 'routing' | 'preparing' | 'running' | 'waiting' | 'blocked' | 'retrying'

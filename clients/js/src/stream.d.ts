@@ -25,11 +25,14 @@ export interface StreamOptions extends ClientOptions {
 }
 
 /**
- * `idle`: nothing to stream; `connecting`: first attempt; `open`: reading;
- * `reconnecting`: dropped, trying again; `failed`: an answer that retrying
- * cannot change (call restart()); `closed`: close() was called.
+ * `idle`: nothing to stream; `connecting`: first attempt; `open`: reading
+ * (the session index); `catching-up`: reading the sessions' history (the
+ * replay since the cursors held, or their snapshots); `live`: every session
+ * of the connection said it is live (its `live` frame), what comes now is
+ * new; `reconnecting`: dropped, trying again; `failed`: an answer that
+ * retrying cannot change (call restart()); `closed`: close() was called.
  */
-export type ConnectionStatus = 'idle' | 'connecting' | 'open' | 'reconnecting' | 'failed' | 'closed';
+export type ConnectionStatus = 'idle' | 'connecting' | 'open' | 'catching-up' | 'live' | 'reconnecting' | 'failed' | 'closed';
 
 export interface StreamEvents {
   status: ConnectionStatus;
@@ -49,6 +52,7 @@ export declare class ReconnectingStream<Events extends StreamEvents = StreamEven
   restart(): void;
   close(): void;
   protected url(): string | null;
+  protected openStatus(): ConnectionStatus;
   protected onEvent(ev: SSEEvent): 'restart' | void;
   protected onHttpError(err: ProjectorError): 'retry' | void;
 }

@@ -41,7 +41,7 @@ export class ReconnectingStream extends Emitter {
     this.base = normalizeBase(opts.baseUrl);
     this.fetch = pickFetch(opts.fetch);
     this.idleTimeoutMs = opts.idleTimeoutMs ?? 45000;
-    /** @type {'idle'|'connecting'|'open'|'reconnecting'|'failed'|'closed'} */
+    /** @type {'idle'|'connecting'|'open'|'catching-up'|'live'|'reconnecting'|'failed'|'closed'} */
     this.status = 'idle';
     this.lastError = null;
     this.closed = false;
@@ -54,6 +54,11 @@ export class ReconnectingStream extends Emitter {
   /** The URL to GET now, or null while there is nothing to stream. (Subclass.) */
   url() {
     return null;
+  }
+
+  /** The status once a response is being read. (Subclass: the session streams say 'catching-up'.) */
+  openStatus() {
+    return 'open';
   }
 
   /** One SSE event. Return 'restart' to drop the connection and reconnect after a backoff. (Subclass.) */
@@ -176,7 +181,7 @@ export class ReconnectingStream extends Emitter {
         return { gotEvents, error: err, fatal: !retryable, retryAfterMs: ra > 0 ? ra * 1000 : 0 };
       }
       if (!resp.body) return { gotEvents, error: networkError(this.what, new Error('no response body')) };
-      this._setStatus('open');
+      this._setStatus(this.openStatus());
       try {
         for await (const ev of readSSE(resp.body, { onActivity: touch })) {
           if (this.closed) break;

@@ -1,4 +1,4 @@
-//! Frames: what a stream carries (`snapshot`, `delta`, `reset`). Each frame
+//! Frames: what a stream carries (`snapshot`, `delta`, `reset`, `live`). Each frame
 //! is serialised once into one buffer holding its SSE form; the JSON (for
 //! WebSocket and the store) and each chunk's JSON (for the AI SDK stream)
 //! are zero-copy slices of it. Every subscriber shares the same `Arc<Frame>`.
@@ -19,6 +19,10 @@ pub enum FrameKind {
     Snapshot,
     Delta,
     Reset,
+    /// Where a stream's replay ends: the subscriber is live from its
+    /// cursor on (in the JSON only: the frame has no id, so it is never a
+    /// resume point).
+    Live,
 }
 
 impl FrameKind {
@@ -28,6 +32,7 @@ impl FrameKind {
             FrameKind::Snapshot => "snapshot",
             FrameKind::Delta => "delta",
             FrameKind::Reset => "reset",
+            FrameKind::Live => "live",
         }
     }
 }
@@ -81,7 +86,8 @@ pub struct ChunkSpan {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Frame {
     pub kind: FrameKind,
-    /// The cursor (`None` for `reset`).
+    /// The cursor of the log position the frame stands for (`None` for
+    /// `reset` and `live`, which are no resume points).
     pub cursor: Option<u64>,
     /// The JSON object, one line (a slice of `sse`).
     pub json: Bytes,
@@ -377,6 +383,13 @@ pub fn snapshot(cursor: u64, epoch: &str, state: &serde_json::Value) -> Frame {
     finish(buf, start..end, FrameKind::Snapshot, Some(cursor), None)
 }
 
+/// A `live` frame: the frames before it were the replay, the subscriber
+/// now holds everything up to `cursor` and what follows is live.
+pub fn live(cursor: u64) -> Frame {
+    let json = format!(r#"{{"type":"live","cursor":{cursor}}}"#);
+    Frame::from_json(FrameKind::Live, "", None, json.as_bytes())
+}
+
 /// A `reset` frame; a `snapshot` always follows it.
 pub fn reset(reason: &str) -> Frame {
     let json = serde_json::json!({"type": "reset", "reason": reason}).to_string();
@@ -398,6 +411,12 @@ mod tests {
         let sse = std::str::from_utf8(&f.sse).unwrap();
         assert!(sse.starts_with("id: 0123456789abcdef:7\nevent: delta\ndata: {"));
         assert!(sse.ends_with("}\n\n"));
+        let l = live(12);
+        assert_eq!(
+            std::str::from_utf8(&l.sse).unwrap(),
+            "event: live\ndata: {\"type\":\"live\",\"cursor\":12}\n\n"
+        );
+        assert_eq!(l.cursor, None);
         let r = reset("cursor_ahead");
         assert_eq!(
             std::str::from_utf8(&r.sse).unwrap(),

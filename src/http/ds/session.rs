@@ -286,12 +286,15 @@ pub(super) async fn read(
 }
 
 /// The frames of the session after `after`, replayed then live.
+/// The session's frames after `after`, without the `live` frame (Durable
+/// Streams says up-to-date in its own headers and control events).
 fn frames(
     st: &AppState,
     id: &str,
     after: u64,
     view: &View,
 ) -> impl futures_util::Stream<Item = crate::frame::SharedFrame> + Send + 'static {
+    use futures_util::StreamExt;
     crate::stream::frames(
         st.registry.clone(),
         id.to_string(),
@@ -301,6 +304,7 @@ fn frames(
         },
         st.cfg.stream.replay_page,
     )
+    .filter(|f| std::future::ready(f.kind != FrameKind::Live))
 }
 
 async fn long_poll(

@@ -127,8 +127,9 @@ impl View {
             events = self.reopen();
         }
         let (more, at) = match f.kind {
-            // The snapshot that follows says it all again.
-            FrameKind::Reset => (Vec::new(), None),
+            // The snapshot that follows says it all again; AG-UI has no
+            // event for where the replay ends.
+            FrameKind::Reset | FrameKind::Live => (Vec::new(), None),
             FrameKind::Snapshot => (self.snapshot(serde_json::from_slice(&f.json).ok()?), None),
             FrameKind::Delta => {
                 let d: Delta = serde_json::from_slice(&f.json).ok()?;

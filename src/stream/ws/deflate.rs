@@ -41,6 +41,11 @@ const SHARED_LEVEL: u32 = 6;
 /// deflated once, at the shared level, for every socket that joins.
 const LARGE: usize = 16 * 1024;
 
+/// A message this small (a `live` frame, a subscription's answer) goes out
+/// as it is: deflating it saves next to nothing, and it neither makes a
+/// socket busy nor touches its context.
+const TINY: usize = 64;
+
 /// The end of a sync flush, which a message leaves off (RFC 7692 7.2.1).
 const TAIL: [u8; 4] = [0x00, 0x00, 0xff, 0xff];
 
@@ -198,6 +203,9 @@ impl Deflater {
     /// How `json` goes out; `shared` is its context-free form, computed
     /// once per frame for every socket.
     pub fn message(&mut self, json: &[u8], shared: impl FnOnce() -> Option<Bytes>) -> Deflated {
+        if json.len() < TINY {
+            return Deflated::Plain;
+        }
         let was_busy = std::mem::replace(&mut self.busy, true);
         if json.len() >= LARGE {
             if let Some((c, _)) = &mut self.state {

@@ -11,8 +11,12 @@ import type { DeltaFrame, Problem, Relayed } from '@agent-projector/client/schem
 export async function follow(baseUrl: string, token: () => Promise<string>): Promise<number> {
   const conn = connect({ baseUrl, sessions: ['a', 'b'], token, backoff: { initialMs: 250 } });
   conn.on('status', (s) => {
-    const ok: 'idle' | 'connecting' | 'open' | 'reconnecting' | 'failed' | 'closed' = s;
+    const ok: 'idle' | 'connecting' | 'open' | 'catching-up' | 'live' | 'reconnecting' | 'failed' | 'closed' = s;
     void ok;
+  });
+  conn.on('live', ({ sessionId, cursor }) => {
+    const live: boolean = conn.isLive(sessionId);
+    void [live, cursor.toFixed()];
   });
   conn.on('error', (e: ProjectorError) => console.warn(e.status, e.code, e.detail));
   let applied = 0;
