@@ -451,6 +451,51 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+impl Authenticator {
+    /// The caller of a token that came inside a message rather than with
+    /// the request (the `authorization` header of a WebSocket chat frame,
+    /// `Bearer <token>`): open when auth is off, verified otherwise.
+    pub fn caller_of(&self, authorization: &str) -> Result<Caller, Problem> {
+        if self.mode == AuthMode::None {
+            return Ok(Caller::open());
+        }
+        let Some(token) = authorization.strip_prefix("Bearer ") else {
+            return Err(unauthorized(
+                "invalid_token",
+                "the authorization header is `Bearer <token>`",
+            ));
+        };
+        self.counted(self.verify(token.trim()))
+    }
+
+    /// A caller verified earlier (a WebSocket's handshake), still within
+    /// its token's lifetime.
+    pub fn still_valid(&self, caller: &Caller) -> Result<(), Problem> {
+        let now = crate::store::now_ms() / 1000;
+        if caller.exp.is_some_and(|exp| exp + self.leeway < now) {
+            return self.counted(Err(unauthorized("token_expired", "the token has expired")));
+        }
+        Ok(())
+    }
+
+    /// A verification's outcome, its failure counted by code.
+    fn counted<T>(&self, r: Result<T, Problem>) -> Result<T, Problem> {
+        if let Err(p) = &r {
+            metrics::counter!("projector_auth_failures_total", "code" => p.code.to_string())
+                .increment(1);
+        }
+        r
+    }
+
+    /// No token where one is needed.
+    pub fn missing() -> Problem {
+        unauthorized(
+            "missing_token",
+            "send a token as `Authorization: Bearer`, `?access_token=` or a cookie",
+        )
+    }
+}
+
 impl FromRequestParts<AppState> for Caller {
     type Rejection = Problem;
 
@@ -459,18 +504,8 @@ impl FromRequestParts<AppState> for Caller {
         if auth.mode == AuthMode::None {
             return Ok(Caller::open());
         }
-        let token = auth.token(parts).ok_or_else(|| {
-            unauthorized(
-                "missing_token",
-                "send a token as `Authorization: Bearer`, `?access_token=` or a cookie",
-            )
-        })?;
-        let caller = auth.verify(&token);
-        if let Err(p) = &caller {
-            metrics::counter!("projector_auth_failures_total", "code" => p.code.to_string())
-                .increment(1);
-        }
-        caller
+        let token = auth.token(parts).ok_or_else(Authenticator::missing)?;
+        auth.counted(auth.verify(&token))
     }
 }
 

@@ -23,12 +23,13 @@ use tracing::{instrument, warn};
 use super::auth::{Caller, Scope};
 use super::error::Problem;
 use super::extract::{read_body, reject_duplicate_keys, valid_session_id};
+use super::limits::SubscriberSlot;
 use super::AppState;
 use crate::gateway::{self, chat};
-use crate::session::MessagePick;
+use crate::session::{MessageFeed, MessagePick};
 
 /// Largest chat request body (the whole conversation is in it).
-const MAX_BODY: usize = 4 * 1024 * 1024;
+pub(super) const MAX_BODY: usize = 4 * 1024 * 1024;
 
 pub(super) fn router() -> Router<AppState> {
     Router::new().route(
@@ -61,7 +62,30 @@ pub async fn post_chat(
 ) -> Result<Response, Problem> {
     let bytes = read_body(&st.limits, &headers, body, MAX_BODY).await?;
     reject_duplicate_keys(&bytes)?;
-    let request: Value = serde_json::from_slice(&bytes)
+    let a = answer(&st, &caller, &bytes).await?;
+    Ok(super::streams::ui_response(
+        &st, &caller, a.session, a.feed, a.slot,
+    ))
+}
+
+/// What answers a chat request: the assistant message, in its session,
+/// with the subscriber slot its stream holds.
+pub(super) struct Answer {
+    pub session: String,
+    pub feed: MessageFeed,
+    pub slot: SubscriberSlot,
+}
+
+/// The answer to a chat request (`{id, messages, trigger, ...}`, the JSON
+/// `DefaultChatTransport` posts, whichever transport brought it): through
+/// the upstream chat route when one is configured, else through the
+/// session's runtime.
+pub(super) async fn answer(
+    st: &AppState,
+    caller: &Caller,
+    bytes: &[u8],
+) -> Result<Answer, Problem> {
+    let request: Value = serde_json::from_slice(bytes)
         .map_err(|e| Problem::bad_request("invalid_chat_request", e.to_string()))?;
     let session = request
         .get("id")
@@ -78,34 +102,49 @@ pub async fn post_chat(
     caller.require(Scope::Subscribe, Some(&session))?;
     // One chat request is one request for the ingest rate limits.
     st.limits.ingest(&session, caller.token_key(), 1)?;
-    let Some((client, url)) = st.gateway.chat_route() else {
-        caller.require(Scope::Control, Some(&session))?;
-        return via_runtime(&st, &caller, &session, &request).await;
+    let feed = match st.gateway.chat_route() {
+        Some(route) => via_route(st, &session, route, bytes, &request).await?,
+        None => {
+            caller.require(Scope::Control, Some(&session))?;
+            via_runtime(st, &session, &request).await?
+        }
     };
+    let slot = st.limits.subscribe(&session)?;
+    Ok(Answer {
+        session,
+        feed,
+        slot,
+    })
+}
+
+/// Through the upstream chat route: the request goes there unchanged, and
+/// the answer is the message its UI message stream began.
+async fn via_route(
+    st: &AppState,
+    session: &str,
+    route: (&reqwest::Client, &str),
+    bytes: &[u8],
+    request: &Value,
+) -> Result<MessageFeed, Problem> {
     // The route answers the approvals the request responds to with its
     // tool outputs or denials: those resolve the session's actions.
-    let approvals = chat::approval_responses(chat::last_message(&request))
+    let approvals = chat::approval_responses(chat::last_message(request))
         .into_iter()
         .map(|a| (a.tool_call_id, a.approval_id))
         .collect();
     let message_id = forward(
-        &st,
-        &session,
-        (client, url),
-        bytes,
-        record_user_message(&st, &session, &request),
+        st,
+        session,
+        route,
+        bytes::Bytes::copy_from_slice(bytes),
+        record_user_message(st, session, request),
         approvals,
     )
     .await?;
-    let slot = st.limits.subscribe(&session)?;
-    let feed = st
-        .registry
-        .message(&session, MessagePick::Id(message_id.clone()))
+    st.registry
+        .message(session, MessagePick::Id(message_id.clone()))
         .await?
-        .ok_or_else(|| Problem::not_found(format!("message {message_id} is gone")))?;
-    Ok(super::streams::ui_response(
-        &st, &caller, session, feed, slot,
-    ))
+        .ok_or_else(|| Problem::not_found(format!("message {message_id} is gone")))
 }
 
 /// Forward `body` to an upstream route (while `first` makes the request's
@@ -169,10 +208,9 @@ fn failed(f: gateway::Failure) -> Problem {
 /// 504 `no_answer` when none starts within `[upstream] start_timeout_secs`.
 async fn via_runtime(
     st: &AppState,
-    caller: &Caller,
     session: &str,
     request: &Value,
-) -> Result<Response, Problem> {
+) -> Result<MessageFeed, Problem> {
     let target = st.registry.control_target(session, None).await?;
     let url = target.control_url.clone();
     st.relay.target(url.as_deref()).map_err(|_| {
@@ -196,7 +234,7 @@ async fn via_runtime(
         super::controls::relay(st, url.as_deref(), send).await?;
     }
     let wait = Duration::from_secs(st.cfg.upstream.start_timeout_secs);
-    let feed = chat::runtime_answer(&cx, session, turn.continuing, frames, wait)
+    chat::runtime_answer(&cx, session, turn.continuing, frames, wait)
         .await?
         .ok_or_else(|| {
             Problem::new(
@@ -208,15 +246,7 @@ async fn via_runtime(
                     wait.as_secs()
                 ),
             )
-        })?;
-    let slot = st.limits.subscribe(session)?;
-    Ok(super::streams::ui_response(
-        st,
-        caller,
-        session.to_string(),
-        feed,
-        slot,
-    ))
+        })
 }
 
 /// The user's message of a chat request as the session's

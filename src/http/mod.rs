@@ -6,6 +6,7 @@
 pub mod ag_ui_gateway;
 pub mod auth;
 pub mod chat;
+pub mod chat_ws;
 mod compress;
 pub mod controls;
 pub mod ds;
@@ -107,6 +108,7 @@ pub fn router(state: AppState) -> Router {
         .merge(ops::router())
         .merge(openapi::router())
         .merge(chat::router())
+        .merge(chat_ws::router())
         .merge(ag_ui_gateway::router())
         .merge(viewer::router())
         .merge(ds::router())

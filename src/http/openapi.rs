@@ -13,8 +13,8 @@ use utoipa::{Modify, OpenApi};
 
 use super::error::{Problem, ProblemItem};
 use super::{
-    ag_ui_gateway, chat, controls, ds, index, ingest, messages, mux, ops, sessions, streams,
-    AppState,
+    ag_ui_gateway, chat, chat_ws, controls, ds, index, ingest, messages, mux, ops, sessions,
+    streams, AppState,
 };
 use crate::session::{IngestOutcome, Warning};
 
@@ -47,6 +47,7 @@ use crate::session::{IngestOutcome, Warning};
         index::index_stream,
         ag_ui_gateway::run_agent,
         chat::post_chat,
+        chat_ws::chat_ws,
         ds::ds_create,
         ds::ds_append,
         ds::read::ds_read,

@@ -27,6 +27,9 @@ pub struct WsUpgrade {
     on_upgrade: OnUpgrade,
     /// The client offered a `permessage-deflate` the server can accept.
     deflate: Option<deflate::Agreement>,
+    /// Largest message the client may send (`limits.ws_max_message_bytes`
+    /// unless the endpoint takes larger ones).
+    max_message: Option<usize>,
 }
 
 fn refuse(status: StatusCode, why: &str) -> Problem {
@@ -104,11 +107,19 @@ impl<S: Send + Sync> FromRequestParts<S> for WsUpgrade {
             key,
             on_upgrade,
             deflate,
+            max_message: None,
         })
     }
 }
 
 impl WsUpgrade {
+    /// Take client messages up to `bytes` (an endpoint whose clients send
+    /// more than subscriptions: a chat's whole conversation).
+    pub fn max_message(mut self, bytes: usize) -> WsUpgrade {
+        self.max_message = Some(bytes);
+        self
+    }
+
     /// Answer the handshake and run `serve` on the socket once the
     /// connection switched.
     pub fn serve<F, Fut>(self, st: &AppState, serve: F) -> Response
@@ -116,7 +127,9 @@ impl WsUpgrade {
         F: FnOnce(Conn) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let limit = st.cfg.limits.ws_max_message_bytes;
+        let limit = self
+            .max_message
+            .unwrap_or(st.cfg.limits.ws_max_message_bytes);
         let agreed = self.deflate.filter(|_| st.cfg.http.ws_deflate);
         let deflater = agreed.map(|a| {
             Box::new(Deflater::new(

@@ -13,6 +13,7 @@
 //! change feed rather than a session's frames.
 
 pub mod ag_ui;
+pub mod chat_ws;
 pub mod compress;
 pub mod cursor;
 mod expiry;

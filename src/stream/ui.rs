@@ -41,13 +41,16 @@ struct View {
     message_id: String,
     out: VecDeque<Bytes>,
     done: bool,
+    /// SSE `data:` lines and `[DONE]` (the HTTP stream); else each chunk's
+    /// JSON as it is (the WebSocket transport frames them itself).
+    sse: bool,
 }
 
 impl View {
     /// Queue the chunks of `frame` for our message, up to a terminal one.
     fn take(&mut self, frame: &Frame) {
         for chunk in frame.message_chunks(&self.message_id) {
-            self.out.push_back(data_line(&chunk));
+            self.push(&chunk);
             if is_terminal(&chunk) {
                 self.finish();
                 return;
@@ -55,8 +58,18 @@ impl View {
         }
     }
 
+    fn push(&mut self, json: &[u8]) {
+        self.out.push_back(if self.sse {
+            data_line(json)
+        } else {
+            Bytes::copy_from_slice(json)
+        });
+    }
+
     fn finish(&mut self) {
-        self.out.push_back(Bytes::from_static(DONE));
+        if self.sse {
+            self.out.push_back(Bytes::from_static(DONE));
+        }
         self.done = true;
     }
 
@@ -71,7 +84,7 @@ impl View {
             _ => "session reset",
         };
         let chunk = serde_json::json!({"type": "abort", "reason": reason}).to_string();
-        self.out.push_back(data_line(chunk.as_bytes()));
+        self.push(chunk.as_bytes());
         self.finish();
     }
 
@@ -104,16 +117,44 @@ pub fn message_stream(
     feed: MessageFeed,
     replay_page: usize,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
+    view(registry, session, feed, replay_page, true)
+}
+
+/// The same message as each chunk's JSON, one per item, ending after the
+/// terminal chunk (`finish` or `abort`); a stream that ends without one
+/// was cut (shutdown, a store failure).
+pub fn message_chunks(
+    registry: Registry,
+    session: String,
+    feed: MessageFeed,
+    replay_page: usize,
+) -> impl Stream<Item = Bytes> + Send + 'static {
+    view(registry, session, feed, replay_page, false)
+}
+
+/// Whether a chunk (its JSON) ends a message stream.
+pub fn ends_message(chunk: &[u8]) -> bool {
+    is_terminal(chunk)
+}
+
+fn view(
+    registry: Registry,
+    session: String,
+    feed: MessageFeed,
+    replay_page: usize,
+    sse: bool,
+) -> impl Stream<Item = Bytes> + Send + 'static {
     let frames = super::frames_after(registry, session, feed.rx, &feed.meta, replay_page);
     let mut view = View {
         frames: Box::pin(frames),
         message_id: feed.message.id.to_string(),
         out: VecDeque::new(),
         done: false,
+        sse,
     };
     for chunk in feed.message.replay_chunks() {
         let json = serde_json::to_vec(&chunk).expect("chunks serialise");
-        view.out.push_back(data_line(&json));
+        view.push(&json);
     }
     if feed.message.is_finished() {
         view.finish();

@@ -1,6 +1,7 @@
 // Issue 14 in a real browser: `useChat` from `@ai-sdk/react` (the pinned
 // `ai`) in headless Chromium, with `DefaultChatTransport` pointed at
-// agent-projector's `/v1/chat`, in front of an AI SDK route (`streamText` on
+// agent-projector's `/v1/chat` (and, issue 35, with `WebSocketChatTransport`
+// on `/v1/chat/ws`), in front of an AI SDK route (`streamText` on
 // the SDK's mock model). Send and stream; reload mid-answer and resume in
 // that tab and in a second one with identical parts; stop while the route
 // goes on; a failing model shown as the chat's error; a tool approval
@@ -17,12 +18,12 @@ import { z } from 'zod';
 import { build } from 'esbuild';
 import { ANSWER, approvals, gateway, text } from './lib/gateway-suite.mjs';
 import { snapshot } from './lib/server.mjs';
-import { CHROMIUM, NO_CHROMIUM, launchChromium } from './lib/browser.mjs';
+import { CHROMIUM, NO_CHROMIUM, ROUTED_PAGE_MAY_USE_LOOPBACK, launchChromium } from './lib/browser.mjs';
 
 const T = 15000;
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-describe('useChat in headless Chromium through the gateway', () => {
+for (const transport of ['http', 'ws']) describe(`useChat in headless Chromium through the gateway (${transport === 'ws' ? 'WebSocketChatTransport' : 'DefaultChatTransport'})`, () => {
   const { tools, model } = approvals({ ai, aiTest, z });
   const g = gateway({ ai, aiTest, spec: 'v3', tools, model });
   let browser;
@@ -41,7 +42,7 @@ describe('useChat in headless Chromium through the gateway', () => {
     });
     const js = out.outputFiles[0].text.replaceAll('</script', '<\\/script');
     html = `<!doctype html><meta charset="utf-8"><title>chat</title><div id="root"></div><script>${js}</script>`;
-    browser = await launchChromium();
+    browser = await launchChromium(ROUTED_PAGE_MAY_USE_LOOPBACK);
   });
   after(async () => {
     await browser?.close();
@@ -52,7 +53,7 @@ describe('useChat in headless Chromium through the gateway', () => {
     const page = await browser.newPage();
     await page.route(`${g.server.base}/app/**`, (route) =>
       route.fulfill({ status: 200, contentType: 'text/html', body: html }));
-    await page.goto(`${g.server.base}/app/chat?chat=${id}${resume ? '&resume' : ''}`);
+    await page.goto(`${g.server.base}/app/chat?transport=${transport}&chat=${id}${resume ? '&resume' : ''}`);
     await page.waitForFunction(() => window.chat !== undefined, null, { timeout: T });
     return page;
   }
@@ -73,13 +74,13 @@ describe('useChat in headless Chromium through the gateway', () => {
 
   test('send, reload mid-answer and resume, a second tab with identical parts', async (t) => {
     if (!browser) return t.skip(NO_CHROMIUM);
-    const id = `uc-${process.pid}-1`;
+    const id = `uc-${transport}-${process.pid}-1`;
     g.closeGate();
     const first = await tab(id);
     await send(first, 'Weather in Oslo?');
     await first.locator('.message.assistant .text').first().waitFor({ timeout: T });
     // Mid-answer: the tab reloads, and comes back resuming from agent-projector.
-    await first.goto(`${g.server.base}/app/chat?chat=${id}&resume`);
+    await first.goto(`${g.server.base}/app/chat?transport=${transport}&chat=${id}&resume`);
     await first.waitForFunction(() => window.chat?.messages.some((m) => m.role === 'assistant'), null, { timeout: T });
     const second = await tab(id, true);
     await second.waitForFunction(() => window.chat.messages.some((m) => m.role === 'assistant'), null, { timeout: T });
@@ -99,7 +100,7 @@ describe('useChat in headless Chromium through the gateway', () => {
 
   test('stop ends the tab\'s stream; the route goes on in the session', async (t) => {
     if (!browser) return t.skip(NO_CHROMIUM);
-    const id = `uc-${process.pid}-2`;
+    const id = `uc-${transport}-${process.pid}-2`;
     g.closeGate();
     const page = await tab(id);
     await send(page, 'Weather again?');
@@ -116,7 +117,7 @@ describe('useChat in headless Chromium through the gateway', () => {
 
   test('a failing model is the chat\'s error', async (t) => {
     if (!browser) return t.skip(NO_CHROMIUM);
-    const id = `uc-${process.pid}-3`;
+    const id = `uc-${transport}-${process.pid}-3`;
     const page = await tab(id);
     await send(page, 'please fail');
     await page.locator('.error').waitFor({ timeout: T });
@@ -127,7 +128,7 @@ describe('useChat in headless Chromium through the gateway', () => {
 
   test('a tool approval answered on the page: the route runs the tool', async (t) => {
     if (!browser) return t.skip(NO_CHROMIUM);
-    const id = `uc-${process.pid}-4`;
+    const id = `uc-${transport}-${process.pid}-4`;
     const page = await tab(id);
     await send(page, 'How many files are here?');
     await page.locator('.tool[data-state=approval-requested] .approve').click({ timeout: T });

@@ -100,6 +100,10 @@ pub(super) const ACCESS: &[(&str, Option<&str>)] = &[
         "post_chat",
         Some("the `publish` and `subscribe` scopes, and the chat's session in its `sessions` claim; `control` too when no upstream route is configured (the request is relayed to the session's runtime)"),
     ),
+    (
+        "chat_ws",
+        Some("per request, with the token of the frame's `headers.authorization` or else of the handshake (a handshake without one opens; its requests are refused with `missing_token`): a `send` needs what `POST /v1/chat` needs, a `resume` what `GET /v1/chat/{session_id}/stream` needs"),
+    ),
 ];
 
 /// The operation's `security` and a last paragraph of its description,

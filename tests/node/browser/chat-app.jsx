@@ -1,15 +1,20 @@
 // A minimal AI SDK chat page, as an app writes it: `useChat` from
 // `@ai-sdk/react` with `DefaultChatTransport` pointed at agent-projector's
-// `/v1/chat` (same origin), resuming on load when `?resume` is set, and
+// `/v1/chat` (same origin) or `WebSocketChatTransport` on `/v1/chat/ws`, resuming on load when `?resume` is set, and
 // continuing by itself once every tool approval is answered. The test
 // drives it through its DOM; `window.chat` lets the test read what useChat
 // holds.
 import { useEffect, useState } from 'react';
 import { createRoot } from 'react-dom/client';
 import { useChat } from '@ai-sdk/react';
-import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
+import { DefaultChatTransport, WebSocketChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
 
 const params = new URLSearchParams(location.search);
+// `?transport=ws`: `ai` 7's WebSocketChatTransport on `/v1/chat/ws`, one
+// socket for every request of the page.
+const transport = params.get('transport') === 'ws'
+  ? new WebSocketChatTransport({ url: '/v1/chat/ws' })
+  : new DefaultChatTransport({ api: '/v1/chat' });
 
 function Part({ part, chat }) {
   if (part.type === 'text') return <p className="text">{part.text}</p>;
@@ -33,7 +38,7 @@ function App() {
   const chat = useChat({
     id: params.get('chat'),
     resume: params.has('resume'),
-    transport: new DefaultChatTransport({ api: '/v1/chat' }),
+    transport,
     sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
   });
   useEffect(() => {

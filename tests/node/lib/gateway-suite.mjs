@@ -3,12 +3,15 @@
 // pinned one and the latest 5.x). Upstream: an AI SDK route (`streamText` on
 // the SDK's own mock language model, no network, `toUIMessageStreamResponse`)
 // served by Node. Browser side: `AbstractChat` + `DefaultChatTransport`
-// pointed at agent-projector's `/v1/chat`, as `useChat` is.
+// pointed at agent-projector's `/v1/chat`, as `useChat` is; or, with
+// `transport: 'ws'`, `ai` 7's `WebSocketChatTransport` on `/v1/chat/ws` (the
+// `ws` package as Node's WebSocket).
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { once } from 'node:events';
 import { Readable } from 'node:stream';
+import WebSocket from 'ws';
 import { startServer, snapshot, plain } from './server.mjs';
 
 export const ANSWER = 'It is sunny in Oslo today , with a light breeze .';
@@ -50,7 +53,7 @@ class State {
  * itself (return a stream of model parts) before the default words/error.
  * Call inside a `describe`.
  */
-export function gateway({ ai, aiTest, spec, tools, model: custom }) {
+export function gateway({ ai, aiTest, spec, tools, model: custom, transport = 'http', env = {} }) {
   const parts = SPEC[spec];
   const ctx = { answers: 0 };
   let gate = Promise.resolve();
@@ -114,6 +117,7 @@ export function gateway({ ai, aiTest, spec, tools, model: custom }) {
       PROJECTOR_UPSTREAM__CHAT_URL: `http://127.0.0.1:${port}/api/chat`,
       PROJECTOR_CONTROLS__ALLOWED_HOSTS: JSON.stringify([`127.0.0.1:${port}`]),
       PROJECTOR_CONTROLS__SIGNING_SECRET: 'gateway-test',
+      ...env,
     });
   });
   after(async () => {
@@ -126,7 +130,9 @@ export function gateway({ ai, aiTest, spec, tools, model: custom }) {
     const errors = [];
     const chat = new Chat({
       id,
-      transport: new ai.DefaultChatTransport({ api: `${ctx.server.base}/v1/chat` }),
+      transport: transport === 'ws'
+        ? new ai.WebSocketChatTransport({ url: `${ctx.server.base}/v1/chat/ws`, webSocket: WebSocket })
+        : new ai.DefaultChatTransport({ api: `${ctx.server.base}/v1/chat` }),
       onError: (e) => errors.push(e),
       ...options,
     });
@@ -231,6 +237,74 @@ export function chatScenarios(label, options) {
       assert.equal(errors.length, 1);
       const snap = await snapshot(g.server.base, id);
       assert.equal(snap.state.runtime.status, 'failed');
+    });
+  });
+}
+
+/**
+ * The approval round trip the AI SDK way, over `transport`: a tool with
+ * `needsApproval` asks, the chat answers with the real
+ * `addToolApprovalResponse` and sends itself again
+ * (`lastAssistantMessageIsCompleteWithApprovalResponses`); the route runs or
+ * skips the tool, and the session's action follows the route.
+ */
+export function approvalScenarios(label, { ai, aiTest, z, transport = 'http' }) {
+  const { tools, model } = approvals({ ai, aiTest, z });
+  describe(`${label}: tool approval through the gateway, the AI SDK way`, () => {
+    const g = gateway({ ai, aiTest, spec: 'v3', tools, model, transport });
+
+    async function ask(id) {
+      const tab = g.chat(id, { sendAutomaticallyWhen: ai.lastAssistantMessageIsCompleteWithApprovalResponses });
+      await tab.chat.sendMessage({ text: 'How many files are here?' });
+      const asked = plain(tab.chat.messages.at(-1));
+      const tool = asked.parts.find((p) => p.type === 'tool-shell');
+      assert.equal(tool?.state, 'approval-requested', JSON.stringify(asked));
+      // The session holds the same request, as a pending action and in the part.
+      const snap = await snapshot(g.server.base, id);
+      assert.equal(snap.state.actions[tool.approval.id]?.status, 'pending');
+      const ours = snap.state.messages.find((m) => m.id === asked.id);
+      assert.deepEqual(ours.parts, asked.parts);
+      return { ...tab, approval: tool.approval.id, messageId: asked.id };
+    }
+
+    /** Wait until the chat has settled on an answer after the automatic send. */
+    async function answered(chat, want) {
+      for (let i = 0; i < 500 && !(chat.status === 'ready' && text(chat.messages.at(-1)).includes(want)); i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      return plain(chat.messages.at(-1));
+    }
+
+    test('approved: the route runs the tool and goes on in the same message', async () => {
+      const id = `gw-approve-${transport}-${process.pid}`;
+      const { chat, errors, approval, messageId } = await ask(id);
+      await chat.addToolApprovalResponse({ id: approval, approved: true });
+      const answer = await answered(chat, '3 files.');
+      assert.deepEqual(errors, []);
+      assert.equal(answer.id, messageId, 'the continuation is the same message');
+      const tool = answer.parts.find((p) => p.type === 'tool-shell');
+      assert.equal(tool.state, 'output-available');
+      assert.deepEqual(tool.output, { files: 3 });
+      const snap = await g.until(id, (s) => s.state.runtime.status === 'completed');
+      const action = snap.state.actions[approval];
+      assert.equal(action.status, 'resolved');
+      assert.equal(action.decision, 'approved');
+      assert.deepEqual(snap.state.messages.find((m) => m.id === messageId).parts, answer.parts);
+    });
+
+    test('denied: the tool part ends `output-denied` and the action is denied', async () => {
+      const id = `gw-deny-${transport}-${process.pid}`;
+      const { chat, errors, approval, messageId } = await ask(id);
+      await chat.addToolApprovalResponse({ id: approval, approved: false, reason: 'not now' });
+      const answer = await answered(chat, 'Not run.');
+      assert.deepEqual(errors, []);
+      const tool = answer.parts.find((p) => p.type === 'tool-shell');
+      assert.equal(tool.state, 'output-denied');
+      const snap = await g.until(id, (s) => s.state.runtime.status === 'completed');
+      const action = snap.state.actions[approval];
+      assert.equal(action.status, 'resolved');
+      assert.equal(action.decision, 'denied');
+      assert.deepEqual(snap.state.messages.find((m) => m.id === messageId).parts, answer.parts);
     });
   });
 }
