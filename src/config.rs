@@ -8,14 +8,18 @@ use figment::providers::{Format, Serialized, Toml};
 use figment::Figment;
 use serde::{Deserialize, Serialize};
 
+mod auth;
 mod durable_streams;
+mod runs;
 mod stream;
 mod telemetry;
 mod upstream;
 
 use crate::allowlist::{http_url, AllowedHost};
 use crate::projection::ProjectionConfig;
+pub use auth::{AuthConfig, AuthMode, PublicKeyConfig};
 pub use durable_streams::DurableStreamsConfig;
+pub use runs::RunsConfig;
 pub use stream::StreamConfig;
 pub use telemetry::TelemetryConfig;
 pub use upstream::UpstreamConfig;
@@ -46,6 +50,7 @@ pub struct Config {
     pub projection: ProjectionConfig,
     pub sessions: SessionsConfig,
     pub retention: RetentionConfig,
+    pub runs: RunsConfig,
     pub storage: StorageConfig,
     pub redis: RedisConfig,
     pub stream: StreamConfig,
@@ -92,42 +97,6 @@ impl From<String> for Secret {
     fn from(s: String) -> Self {
         Secret(s)
     }
-}
-
-/// `[auth]`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuthConfig {
-    pub mode: AuthMode,
-    /// Allow `mode = "none"` on a non-loopback address (flag `--insecure-no-auth`).
-    pub insecure_no_auth: bool,
-    pub hs256_secret: Secret,
-    pub public_keys: Vec<PublicKeyConfig>,
-    pub jwks_file: String,
-    pub cookie_name: String,
-    pub leeway_secs: u64,
-    pub audience: String,
-    pub issuer: String,
-}
-
-/// Whether requests need a token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AuthMode {
-    None,
-    Jwt,
-}
-
-/// One public key of `[[auth.public_keys]]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PublicKeyConfig {
-    /// The `kid` tokens name in their header.
-    pub kid: String,
-    /// `RS256` or `ES256`.
-    pub alg: String,
-    /// A PEM file with the public key.
-    pub path: String,
 }
 
 /// `[limits]`
@@ -178,6 +147,18 @@ pub struct RetentionConfig {
     pub max_events_per_session: u64,
     pub max_age_secs: u64,
     pub sweep_secs: u64,
+}
+
+impl Config {
+    /// The limits every event is normalised within.
+    pub fn event_limits(&self) -> crate::event::Limits {
+        crate::event::Limits {
+            inline_payload_bytes: self.ingest.inline_payload_bytes,
+            hard_payload_bytes: self.ingest.hard_payload_bytes,
+            max_string_bytes: self.limits.max_string_bytes,
+            max_depth: self.limits.max_depth,
+        }
+    }
 }
 
 /// `[storage]`

@@ -196,6 +196,14 @@ pub async fn serve(
             shutdown.clone(),
         ));
     }
+    if cfg.runs.idle_timeout_secs > 0 || cfg.runs.tool_idle_timeout_secs > 0 {
+        registry.spawn_task(session::silence::sweep(
+            registry.clone(),
+            cfg.runs.timeouts(),
+            cfg.event_limits(),
+            shutdown.clone(),
+        ));
+    }
     let relay = control::Relay::new(&cfg.controls)?;
     let gateway = Arc::new(gateway::Gateway::new(&cfg)?);
     let streams = if cfg.durable_streams.enabled {

@@ -83,12 +83,7 @@ impl AppState {
 
     /// The limits every posted event is normalised within.
     pub(crate) fn event_limits(&self) -> crate::event::Limits {
-        crate::event::Limits {
-            inline_payload_bytes: self.cfg.ingest.inline_payload_bytes,
-            hard_payload_bytes: self.cfg.ingest.hard_payload_bytes,
-            max_string_bytes: self.cfg.limits.max_string_bytes,
-            max_depth: self.cfg.limits.max_depth,
-        }
+        self.cfg.event_limits()
     }
 }
 

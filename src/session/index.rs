@@ -320,6 +320,7 @@ impl Index {
 pub async fn relay(
     store: crate::store::SharedLog,
     index: Arc<Index>,
+    watch: Arc<super::silence::Watch>,
     mut notes: broadcast::Receiver<IndexNote>,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
@@ -340,7 +341,16 @@ pub async fn relay(
             Err(RecvError::Closed) => return,
         };
         match store.meta(&session).await {
-            Ok(Some(m)) => index.publish(change, &SessionEntry::of(&session, &m)),
+            Ok(Some(m)) => {
+                // Another node's run is watched here too: if that node
+                // goes, this one ends the run when it falls silent.
+                let status = m
+                    .listing
+                    .as_deref()
+                    .and_then(|l| super::Listing::decode(l).status);
+                watch.note(&Arc::from(session.as_str()), status.as_deref());
+                index.publish(change, &SessionEntry::of(&session, &m))
+            }
             Ok(None) => {}
             Err(e) => {
                 tracing::debug!(error = %e, "index relay could not read a session; resync");

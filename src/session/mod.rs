@@ -7,6 +7,7 @@ mod actor;
 pub mod index;
 mod listing;
 mod registry;
+pub mod silence;
 #[cfg(test)]
 mod tests;
 
@@ -215,6 +216,14 @@ pub enum Command {
         before_ms: u64,
         reply: oneshot::Sender<Result<bool, SessionError>>,
     },
+    /// End the session's run if it went silent past `timeouts`
+    /// (`projection::idle`), with the fact that says so, in one step with
+    /// the check (see [`silence`]).
+    Interrupt {
+        timeouts: crate::projection::idle::Timeouts,
+        limits: crate::event::Limits,
+        reply: oneshot::Sender<Result<silence::Verdict, SessionError>>,
+    },
 }
 
 /// A cheap handle to a session actor.
@@ -325,6 +334,20 @@ impl SessionHandle {
     pub async fn expire(&self, before_ms: u64) -> Result<bool, SessionError> {
         self.call(|reply| Command::Expire { before_ms, reply })
             .await?
+    }
+
+    /// See [`Command::Interrupt`].
+    pub async fn interrupt_if_silent(
+        &self,
+        timeouts: crate::projection::idle::Timeouts,
+        limits: crate::event::Limits,
+    ) -> Result<silence::Verdict, SessionError> {
+        self.call(|reply| Command::Interrupt {
+            timeouts,
+            limits,
+            reply,
+        })
+        .await?
     }
 
     /// Open subscriptions on the actor's live feed.

@@ -57,6 +57,7 @@ impl Registry {
                     shared: store.shared(),
                     store,
                     index: Arc::new(super::index::Index::new(cfg.index_buffer)),
+                    watch: Arc::new(super::silence::Watch::default()),
                     cfg,
                     shutdown,
                 }),
@@ -69,6 +70,7 @@ impl Registry {
             let relay = super::index::relay(
                 registry.store().clone(),
                 registry.inner.ctx.index.clone(),
+                registry.inner.ctx.watch.clone(),
                 rx,
                 registry.inner.ctx.shutdown.clone(),
             );
@@ -281,6 +283,26 @@ impl Registry {
             }
         }
         Ok(deleted)
+    }
+
+    /// The sessions of this node whose run is working.
+    pub fn watch(&self) -> &super::silence::Watch {
+        &self.inner.ctx.watch
+    }
+
+    /// Have a session's actor end its run if it went silent (see
+    /// [`crate::session::Command::Interrupt`]).
+    pub async fn interrupt_if_silent(
+        &self,
+        id: &str,
+        timeouts: crate::projection::idle::Timeouts,
+        limits: &crate::event::Limits,
+    ) -> Result<super::silence::Verdict, SessionError> {
+        let limits = *limits;
+        self.with_retry(id, |h| async move {
+            h.interrupt_if_silent(timeouts, limits).await
+        })
+        .await
     }
 
     /// A session's control URL and, when asked, an action's status, from

@@ -26,5 +26,6 @@ mod observe;
 mod packaging;
 mod redis;
 mod serve;
+mod silence;
 mod traces;
 mod ws_deflate;

@@ -353,6 +353,7 @@ impl Actor {
                 self.publish(f);
             }
             metrics::counter!("projector_frames_total").increment(accepted as u64);
+            ctx.watch.note(&self.id, listing.status.as_deref());
             let change = if created {
                 Change::Created
             } else {

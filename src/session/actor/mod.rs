@@ -10,6 +10,7 @@ mod commands;
 mod feed;
 mod hydrate;
 mod ingest;
+mod silence;
 mod sync;
 
 use std::sync::Arc;
@@ -34,6 +35,8 @@ pub(super) struct ActorCtx {
     pub shutdown: CancellationToken,
     /// The node's live session index.
     pub index: Arc<super::index::Index>,
+    /// The sessions whose run is working (the silent-run sweep's).
+    pub watch: Arc<super::silence::Watch>,
 }
 
 /// How an actor leaves its registry when it stops, so that new callers
@@ -223,6 +226,15 @@ impl Actor {
             Command::Expire { before_ms, reply } => {
                 let _ = reply.send(self.expire(state, before_ms).await);
             }
+            Command::Interrupt {
+                timeouts,
+                limits,
+                reply,
+            } => {
+                return self
+                    .interrupt_if_silent(state, timeouts, &limits, reply)
+                    .await
+            }
         }
         true
     }
@@ -256,6 +268,7 @@ fn fail(cmd: Command, e: StoreError) {
         Command::ControlTarget { reply, .. } => drop(reply.send(Err(e))),
         Command::Delete { reply } => drop(reply.send(Err(e))),
         Command::Expire { reply, .. } => drop(reply.send(Err(e))),
+        Command::Interrupt { reply, .. } => drop(reply.send(Err(e))),
         Command::EvictIfIdle => {}
     }
 }

@@ -33,6 +33,7 @@ mod collaboration;
 mod compact_json;
 mod evidence;
 mod hash_index;
+pub mod idle;
 mod input;
 mod metadata;
 mod part_ids;
@@ -66,6 +67,9 @@ mod tests;
 #[cfg(test)]
 #[path = "tests/hitl.rs"]
 mod tests_hitl;
+#[cfg(test)]
+#[path = "tests/idle.rs"]
+mod tests_idle;
 #[cfg(test)]
 #[path = "tests/kept.rs"]
 mod tests_kept;
@@ -299,7 +303,9 @@ fn dispatch(cx: &mut Reducer<'_>) {
     }
     let user_text = class.starts_with("text.") && fact.payload_str("role") == Some("user");
     if runtime::is_work(class) && !user_text {
-        cx.on_work();
+        if !cx.on_work() {
+            return;
+        }
     } else if class == "action.required" {
         cx.check_turn_open();
     }

@@ -128,10 +128,13 @@ impl<'a> Reducer<'a> {
         true
     }
 
-    /// Before a work fact: verifier check and idle -> running.
-    pub fn on_work(&mut self) {
+    /// Before a work fact: verifier check and idle -> running. False when
+    /// the fact's turn already ended: it is kept (timeline, finding) and
+    /// changes nothing else, so no ended message opens again (a producer
+    /// back after the server ended its silent run).
+    pub fn on_work(&mut self) -> bool {
         if !self.check_turn_open() {
-            return;
+            return false;
         }
         let status = self.state.runtime.status.as_str();
         let turn = self.turn_str();
@@ -143,6 +146,7 @@ impl<'a> Reducer<'a> {
             self.set_status("running");
             self.adopt_ids();
         }
+        true
     }
 
     /// `session.opened`: remember where the runtime takes controls. A later
@@ -316,6 +320,15 @@ impl<'a> Reducer<'a> {
                         finish_reason: Some(FinishReason::Error),
                     },
                 ]
+            }
+            "interrupted" if self.fact.payload_str("endedBy") == Some("server") => {
+                // A run its producer left (`idle::interruption`): said
+                // where the operator looks, beside the message's end.
+                let why = self
+                    .first_str(&["reason"])
+                    .unwrap_or_else(|| "the server ended a silent run".into());
+                self.diag("run_idle_timeout", Severity::Warning, why.clone());
+                vec![Chunk::Abort { reason: Some(why) }]
             }
             "cancelled" | "interrupted" => vec![Chunk::Abort {
                 reason: Some(
