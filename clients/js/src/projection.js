@@ -373,6 +373,7 @@ function applyMessageChunk(cx, messageId, c, entry, frame, lim) {
     default:
       if (typeof c.type !== 'string' || !c.type.startsWith('data-')) break;
       if (c.type === 'data-reconciliation') { applyReconciliation(cx, c.data); break; }
+      if (c.type === 'data-superseded') { applySuperseded(msg, c.data); break; }
       if (c.transient) break;
       {
         const part = c.id != null ? { type: c.type, id: c.id, data: c.data ?? null } : { type: c.type, data: c.data ?? null };
@@ -396,6 +397,20 @@ function applyReconciliation(cx, d) {
   if (!p || (p.type !== 'text' && p.type !== 'reasoning')) return;
   const msg = cx.message(i);
   cx.part(msg, d.partIndex).text = d.text;
+}
+
+/**
+ * A transient `data-superseded` chunk: a step was tried again, and its
+ * earlier try's parts go ({messageId, fromPart, stepId, attemptId,
+ * previousAttemptId}): the parts before `fromPart` stay.
+ */
+function applySuperseded(msg, d) {
+  const from = Number(d && d.fromPart);
+  if (!Number.isInteger(from) || from < 0 || from >= msg.parts.length) return;
+  msg.parts.length = from;
+  const open = (msg.openParts || []).filter(([, idx]) => idx < from);
+  if (open.length) msg.openParts = open;
+  else delete msg.openParts;
 }
 
 // ---------------------------------------------------- session surfaces ---

@@ -27,6 +27,7 @@ mod actions;
 mod agent_context;
 mod app_patch;
 mod artifacts;
+mod attempts;
 pub mod chunk;
 mod coding;
 mod collaboration;
@@ -302,10 +303,12 @@ fn dispatch(cx: &mut Reducer<'_>) {
         return;
     }
     let user_text = class.starts_with("text.") && fact.payload_str("role") == Some("user");
+    let mut step = None;
     if runtime::is_work(class) && !user_text {
         if !cx.on_work() {
             return;
         }
+        step = cx.before_step();
     } else if class == "action.required" {
         cx.check_turn_open();
     }
@@ -351,5 +354,8 @@ fn dispatch(cx: &mut Reducer<'_>) {
         // other session.*, model.requested, metric.changed:
         // timeline only for now.
         _ => {}
+    }
+    if let Some(w) = step {
+        cx.after_step(w);
     }
 }

@@ -49,6 +49,13 @@ pub struct Bookkeeping {
     /// brought in ([`Fact::producer`]).
     #[serde(default, skip_serializing_if = "Producers::is_empty")]
     pub producers: Producers,
+    /// Where each step of a message starts and its current try, by
+    /// `message \u{1f} step` (see `attempts`); forgotten when the turn ends.
+    #[serde(default, skip_serializing_if = "Keyed::is_empty")]
+    pub steps: Keyed<super::attempts::StepMark>,
+    /// The last step of each message that had steps.
+    #[serde(default, skip_serializing_if = "Keyed::is_empty")]
+    pub last_step: Keyed<String>,
 }
 
 /// The context of one `Projection::apply`.

@@ -350,6 +350,28 @@ impl<'a> Reducer<'a> {
             ends.insert(0, md);
         }
         self.close_turn_messages(&ends);
+        self.forget_ended_steps();
+    }
+
+    /// The step marks of messages that ended (no try of theirs can come).
+    fn forget_ended_steps(&mut self) {
+        if self.books.steps.is_empty() {
+            return;
+        }
+        let open: std::collections::HashSet<&str> = self
+            .state
+            .messages
+            .iter()
+            .filter(|m| !m.is_finished())
+            .map(|m| &*m.id)
+            .collect();
+        let of = |k: &str| k.split('\u{1f}').next().unwrap_or_default().to_string();
+        self.books
+            .steps
+            .retain(|k, _| open.contains(of(k).as_str()));
+        self.books
+            .last_step
+            .retain(|k, _| open.contains(k.as_str()));
     }
 
     /// After an action resolution: back to running if nothing is pending.

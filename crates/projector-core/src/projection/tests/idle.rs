@@ -167,3 +167,81 @@ fn the_interruption_ends_every_open_thing_once_and_a_late_fact_reopens_nothing()
     assert_eq!(r.state()["runtime"]["status"], "interrupted");
     r.assert_replay();
 }
+
+/// A fact of step `step`, try `attempt`, in message m1 of turn t.
+fn step(id: &str, class: &str, step: &str, attempt: &str) -> F {
+    F::new(id, class).turn("t").ids(|i| {
+        i.message_id = Some("m1".into());
+        i.step_id = Some(step.into());
+        i.attempt_id = Some(attempt.into());
+    })
+}
+
+#[test]
+fn a_new_attempt_of_a_step_replaces_the_earlier_one_once() {
+    let mut r = Run::new();
+    r.apply(F::new("e0", "run.started").turn("t"));
+    r.apply(step("e1", "text.delta", "s1", "a1").p("delta", json!("Planning. ")));
+    // Step 2, first try: text and a tool that never finishes.
+    r.apply(step("e2", "text.delta", "s2", "a1").p("delta", json!("Calling the API")));
+    r.apply(
+        step("e3", "tool.started", "s2", "a1")
+            .tool("c1")
+            .p("toolName", json!("fetch")),
+    );
+    assert_eq!(r.part_types("m1"), ["text", "text", "tool-fetch"]);
+    // Step 2 is tried again: its first try goes, step 1 stays.
+    let again = r.apply(step("e4", "text.delta", "s2", "a2").p("delta", json!("Calling it again")));
+    let sup: Vec<_> = again
+        .chunks
+        .iter()
+        .map(|c| serde_json::to_value(&c.chunk).unwrap())
+        .filter(|c| c["type"] == "data-superseded")
+        .collect();
+    assert_eq!(sup.len(), 1);
+    assert_eq!(sup[0]["data"]["fromPart"], 1);
+    assert_eq!(sup[0]["data"]["previousAttemptId"], "a1");
+    assert_eq!(sup[0]["transient"], true);
+    assert_eq!(r.part_types("m1"), ["text", "text"]);
+    assert_eq!(
+        super::tests::texts(&r, "m1"),
+        ["Planning. ", "Calling it again"]
+    );
+    let st = r.state();
+    assert_eq!(st["tools"]["c1"]["status"], "cancelled");
+    assert_eq!(
+        st["tools"]["c1"]["errorText"],
+        "superseded by a new attempt"
+    );
+    // More of the same try: no second supersede; the step goes on.
+    let more = r.apply(
+        step("e5", "tool.started", "s2", "a2")
+            .tool("c2")
+            .p("toolName", json!("fetch")),
+    );
+    assert!(more
+        .chunks
+        .iter()
+        .all(|c| serde_json::to_value(&c.chunk).unwrap()["type"] != "data-superseded"));
+    r.apply(
+        step("e6", "tool.result", "s2", "a2")
+            .tool("c2")
+            .p("summary", json!("200 OK")),
+    );
+    r.apply(F::new("e7", "run.finished").turn("t"));
+    assert_eq!(r.part_types("m1"), ["text", "text", "tool-fetch"]);
+    // A client that applies the chunks (and honours data-superseded)
+    // rebuilds the message; a joining client gets only what stands.
+    r.assert_replay();
+    let replay: Vec<String> =
+        r.p.message("m1")
+            .unwrap()
+            .replay_chunks()
+            .iter()
+            .map(|c| serde_json::to_value(c).unwrap().to_string())
+            .collect();
+    assert!(
+        !replay.iter().any(|c| c.contains("Calling the API")),
+        "{replay:?}"
+    );
+}

@@ -107,7 +107,8 @@ impl Run {
     }
 
     /// The key invariant: the emitted chunks rebuild the messages exactly.
-    /// A client honours `data-reconciliation` by replacing the part text.
+    /// A client honours `data-reconciliation` by replacing the part text,
+    /// and `data-superseded` by keeping the parts before `fromPart`.
     pub fn assert_replay(&self) {
         let mut rebuilt: BTreeMap<String, Message> = BTreeMap::new();
         for a in &self.log {
@@ -141,6 +142,9 @@ impl Run {
                     if name == "reconciliation" {
                         let i = data["partIndex"].as_u64().unwrap() as usize;
                         assert!(m.replace_text(i, data["text"].as_str().unwrap()));
+                    }
+                    if name == "superseded" {
+                        m.truncate_parts(data["fromPart"].as_u64().unwrap() as usize);
                     }
                 }
             }

@@ -466,6 +466,15 @@ impl Message {
         }
     }
 
+    /// Keep the parts before `len` (a superseded step attempt: the other
+    /// part change not made by a chunk, announced by a transient
+    /// `data-superseded` chunk `{messageId, fromPart, ...}`).
+    pub fn truncate_parts(&mut self, len: usize) {
+        self.parts.truncate(len);
+        self.open_parts.retain(|(_, i)| *i < len);
+        self.data_ids.build(&self.parts);
+    }
+
     /// True once the message has finished or was aborted.
     pub fn is_finished(&self) -> bool {
         self.status != MessageStatus::Streaming

@@ -1,0 +1,80 @@
+// Issue 35 item 4: a step tried again replaces its earlier try. Events with
+// `stepId` and `attemptId`; the client library following live applies the
+// transient `data-superseded` chunk and stays equal to the snapshot after
+// every event; a client of the AI SDK stream that comes later (the real
+// `ai` reader) never sees the earlier try; the live AI SDK stream carries
+// the announcement as a transient data chunk `ai`'s schema accepts.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema } from 'ai';
+import { startServer, post, plain } from './lib/server.mjs';
+import { assertSameAsSnapshot } from './lib/client.mjs';
+import { connect } from '../../clients/js/src/index.js';
+
+let server;
+before(async () => {
+  server = await startServer();
+});
+after(async () => {
+  await server?.stop();
+});
+
+const sid = `attempts-${process.pid}`;
+const ev = (n, type, step, attempt, extra = {}) => ({
+  id: `${sid}-${n}`, type, runId: 'r1', turnId: 't1', messageId: 'm1', sequence: n,
+  ...(step ? { stepId: step, attemptId: attempt } : {}), ...extra,
+});
+const events = [
+  ev(1, 'run.started'),
+  ev(2, 'text.delta', 's1', 'a1', { payload: { delta: 'Planning. ' } }),
+  ev(3, 'text.delta', 's2', 'a1', { payload: { delta: 'First try of step two' } }),
+  ev(4, 'tool.started', 's2', 'a1', { toolCallId: 'c1', payload: { toolName: 'fetch', input: { url: 'a' } } }),
+  ev(5, 'text.delta', 's2', 'a2', { payload: { delta: 'Second try' } }),
+  ev(6, 'tool.started', 's2', 'a2', { toolCallId: 'c2', payload: { toolName: 'fetch', input: { url: 'b' } } }),
+  ev(7, 'tool.result', 's2', 'a2', { toolCallId: 'c2', payload: { summary: '200 OK' } }),
+  ev(8, 'run.finished'),
+];
+
+function chunks(body) {
+  return parseJsonEventStream({ stream: body, schema: uiMessageChunkSchema }).pipeThrough(new TransformStream({
+    transform(result, c) {
+      if (!result.success) throw result.error;
+      c.enqueue(result.value);
+    },
+  }));
+}
+
+test('a step tried again shows only its last try, live in the client library and to a later AI SDK reader', async () => {
+  await post(server.base, sid, events.slice(0, 2));
+  const conn = connect({ baseUrl: server.base, sessions: [sid] });
+  // The AI SDK stream of the message, live from here.
+  const live = await fetch(`${server.base}/v1/sessions/${sid}/messages/m1/ui-stream`);
+  try {
+    await assertSameAsSnapshot(conn, server.base, sid, 'before');
+    for (const [i, e] of events.slice(2).entries()) {
+      await post(server.base, sid, e);
+      await assertSameAsSnapshot(conn, server.base, sid, `after event ${i + 3}`);
+    }
+    const m = conn.state(sid).messages.find((x) => x.id === 'm1');
+    assert.deepEqual(m.parts.map((p) => p.type), ['text', 'text', 'tool-fetch']);
+    assert.deepEqual(m.parts.filter((p) => p.type === 'text').map((p) => p.text), ['Planning. ', 'Second try']);
+    assert.equal(m.parts[2].toolCallId, 'c2');
+    assert.equal(conn.state(sid).tools.c1.status, 'cancelled');
+  } finally {
+    conn.close();
+  }
+  // The live AI SDK stream: every chunk valid, the announcement among them.
+  const seen = [];
+  for await (const c of chunks(live.body)) seen.push(c);
+  const sup = seen.filter((c) => c.type === 'data-superseded');
+  assert.equal(sup.length, 1);
+  assert.deepEqual({ ...sup[0].data }, { messageId: 'm1', fromPart: 1, stepId: 's2', attemptId: 'a2', previousAttemptId: 'a1' });
+  assert.equal(sup[0].transient, true);
+  // A reader that comes later builds the message as it stands.
+  const r = await fetch(`${server.base}/v1/sessions/${sid}/messages/m1/ui-stream`);
+  let last;
+  for await (const msg of readUIMessageStream({ stream: chunks(r.body), terminateOnError: true })) last = msg;
+  const snap = await (await fetch(`${server.base}/v1/sessions/${sid}/snapshot`)).json();
+  assert.deepEqual(plain(last).parts, snap.state.messages.find((x) => x.id === 'm1').parts);
+  assert.ok(!JSON.stringify(last).includes('First try'));
+});
