@@ -349,6 +349,8 @@ type ByteStream =
 pub struct RawSse {
     body: ByteStream,
     buf: Vec<u8>,
+    /// The `live` frames seen (not handed out by `next`).
+    pub lives: Vec<serde_json::Value>,
 }
 
 impl RawSse {
@@ -387,6 +389,7 @@ impl RawSse {
         Ok(RawSse {
             body: Box::pin(resp.bytes_stream()),
             buf: Vec::new(),
+            lives: Vec::new(),
         })
     }
 
@@ -421,10 +424,24 @@ impl RawSse {
                         _ => {} // comments (heartbeats), retry
                     }
                 }
-                if has_data {
-                    return Ok(frame);
+                if !has_data {
+                    continue;
                 }
-                continue;
+                if frame.event == "live" {
+                    // Where the replay ended: no resume point, once per
+                    // session of the stream (it/live.rs has its tests).
+                    assert_eq!(frame.id, None, "a live frame has no id");
+                    let v: serde_json::Value =
+                        serde_json::from_str(&frame.data).map_err(|e| e.to_string())?;
+                    let session = v["sessionId"].clone();
+                    assert!(
+                        !self.lives.iter().any(|l| l["sessionId"] == session),
+                        "a second live frame: {v}"
+                    );
+                    self.lives.push(v);
+                    continue;
+                }
+                return Ok(frame);
             }
             match tokio::time::timeout(DEADLINE, self.body.next()).await {
                 Ok(Some(Ok(bytes))) => self.buf.extend_from_slice(&bytes),

@@ -11,7 +11,6 @@
 //! joins later never sees the earlier try: the snapshot and a message's
 //! replay hold only what stands.
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::chunk::Chunk;
@@ -19,10 +18,9 @@ use super::reducer::{nonempty, Reducer};
 use super::ui_message::Part;
 
 /// Where a step of a message starts, and its current try.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StepMark {
-    pub attempt: String,
-    pub first_part: usize,
+struct StepMark {
+    attempt: String,
+    first_part: usize,
 }
 
 /// A fact's step, seen before its handler ran.
@@ -51,17 +49,19 @@ impl Reducer<'_> {
             });
         };
         let key = step_key(&msg, &step);
-        match self.books.steps.get(&key).cloned() {
+        let mark = self
+            .books
+            .steps
+            .get(&key)
+            .map(|(attempt, first_part)| StepMark {
+                attempt: attempt.clone(),
+                first_part: *first_part,
+            });
+        match mark {
             Some(mark) if mark.attempt == attempt => None,
             Some(mark) => {
                 self.supersede(&msg, &step, &mark, &attempt);
-                self.books.steps.insert(
-                    key,
-                    StepMark {
-                        attempt,
-                        first_part: mark.first_part,
-                    },
-                );
+                self.books.steps.insert(key, (attempt, mark.first_part));
                 None
             }
             None => {
@@ -87,13 +87,9 @@ impl Reducer<'_> {
             Some((m, len)) if *m == msg => *len,
             _ => 0,
         };
-        self.books.steps.insert(
-            step_key(&msg, &w.step),
-            StepMark {
-                attempt: w.attempt,
-                first_part,
-            },
-        );
+        self.books
+            .steps
+            .insert(step_key(&msg, &w.step), (w.attempt, first_part));
         self.books.last_step.insert(msg, w.step);
     }
 

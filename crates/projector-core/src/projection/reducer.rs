@@ -49,11 +49,10 @@ pub struct Bookkeeping {
     /// brought in ([`Fact::producer`]).
     #[serde(default, skip_serializing_if = "Producers::is_empty")]
     pub producers: Producers,
-    /// Where each step of a message starts and its current try, by
-    /// `message \u{1f} step` (see `attempts`); forgotten when the turn ends.
+    /// By `message \u{1f} step`: the step's current try and its first part
+    /// (`attempts`); forgotten when the turn ends, as `last_step`.
     #[serde(default, skip_serializing_if = "Keyed::is_empty")]
-    pub steps: Keyed<super::attempts::StepMark>,
-    /// The last step of each message that had steps.
+    pub steps: Keyed<(String, usize)>,
     #[serde(default, skip_serializing_if = "Keyed::is_empty")]
     pub last_step: Keyed<String>,
 }
