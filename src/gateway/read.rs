@@ -217,6 +217,10 @@ where
     // request is aborted here).
     drop(data);
     let why = why.unwrap_or("the stream ended before `finish`");
+    // An `abort` or `error` the producer did not follow with a new try.
+    if let Some(e) = stream.flush() {
+        apply(&cx, &session, &limits, vec![(chunk_index, e)], &mut tally).await?;
+    }
     let end = if cancelled {
         stream.cancel()
     } else {
@@ -283,6 +287,14 @@ impl Producer {
         match self {
             Producer::Ui(s) => s.cut(why),
             Producer::AgUi(a) => a.cut(why),
+        }
+    }
+
+    /// A UI message stream's held end (see [`UiStream::flush`]).
+    fn flush(&mut self) -> Option<Value> {
+        match self {
+            Producer::Ui(s) => s.flush(),
+            Producer::AgUi(_) => None,
         }
     }
 }

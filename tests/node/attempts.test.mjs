@@ -78,3 +78,39 @@ test('a step tried again shows only its last try, live in the client library and
   assert.deepEqual(plain(last).parts, snap.state.messages.find((x) => x.id === 'm1').parts);
   assert.ok(!JSON.stringify(last).includes('First try'));
 });
+
+test('an ingested AI SDK stream that starts its message again after an abort shows only the new try', async () => {
+  const chat = `attempts-ui-${process.pid}`;
+  const sse = (chunks) => chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join('') + 'data: [DONE]\n\n';
+  const body = sse([
+    { type: 'start', messageId: 'a1' },
+    { type: 'text-start', id: 't1' },
+    { type: 'text-delta', id: 't1', delta: 'First try, cut short' },
+    { type: 'tool-input-available', toolCallId: 'k1', toolName: 'search', input: { q: 'x' } },
+    { type: 'abort', reason: 'the model timed out' },
+    // The producer tries the same message again.
+    { type: 'start', messageId: 'a1' },
+    { type: 'text-start', id: 't2' },
+    { type: 'text-delta', id: 't2', delta: 'Second try.' },
+    { type: 'text-end', id: 't2' },
+    { type: 'finish' },
+  ]);
+  const r = await fetch(`${server.base}/v1/sessions/${chat}/events`, { method: 'POST', headers: { 'content-type': 'text/event-stream' }, body });
+  assert.equal(r.status, 200, await r.clone().text());
+  const snap = await (await fetch(`${server.base}/v1/sessions/${chat}/snapshot`)).json();
+  const m = snap.state.messages.find((x) => x.id === 'a1');
+  assert.deepEqual(m.parts, [{ type: 'text', text: 'Second try.', state: 'done' }]);
+  assert.equal(m.status, 'complete');
+  assert.equal(snap.state.runtime.status, 'completed');
+  assert.equal(snap.state.tools.k1.status, 'cancelled');
+  // The same stream with no second try still ends aborted.
+  const cut = `attempts-ui-cut-${process.pid}`;
+  const r2 = await fetch(`${server.base}/v1/sessions/${cut}/events`, {
+    method: 'POST', headers: { 'content-type': 'text/event-stream' },
+    body: sse([{ type: 'start', messageId: 'a2' }, { type: 'text-start', id: 't1' }, { type: 'text-delta', id: 't1', delta: 'Only try' }, { type: 'abort' }]),
+  });
+  assert.equal(r2.status, 200);
+  const snap2 = await (await fetch(`${server.base}/v1/sessions/${cut}/snapshot`)).json();
+  assert.equal(snap2.state.messages.find((x) => x.id === 'a2').status, 'aborted');
+  assert.equal(snap2.state.runtime.status, 'cancelled');
+});

@@ -47,6 +47,13 @@ pub struct UiStream {
     index: u64,
     started: bool,
     ended: bool,
+    /// The try of the message this stream writes: a `start` after an
+    /// `abort` or `error` is the producer trying again (see
+    /// `projection::attempts`); every event names its try.
+    attempt: u32,
+    /// The end an `abort` or `error` made, held until the next chunk (a
+    /// `start` makes it a new try instead) or the body's end.
+    held_end: Option<Value>,
 }
 
 impl UiStream {
@@ -60,6 +67,8 @@ impl UiStream {
             index: 0,
             started: false,
             ended: false,
+            attempt: 1,
+            held_end: None,
         }
     }
 
@@ -96,6 +105,8 @@ impl UiStream {
             "runId": format!("ui-{}", self.message_id),
             "turnId": self.message_id,
             "messageId": self.message_id,
+            "stepId": "ui",
+            "attemptId": self.attempt.to_string(),
         });
         add_present(&mut e, extra);
         e
@@ -103,9 +114,39 @@ impl UiStream {
 
     /// The events of one chunk (`data:` JSON of the stream).
     pub fn map(&mut self, chunk: &Value) -> Mapped {
-        let out = self.map_inner(chunk);
+        let retry = chunk.get("type").and_then(Value::as_str) == Some("start")
+            && chunk
+                .get("messageId")
+                .and_then(Value::as_str)
+                .is_none_or(|m| m.is_empty() || m == self.message_id);
+        let out = match self.held_end.take() {
+            // The producer tries the message again: the end it held is
+            // dropped, and what follows is the next try.
+            Some(_) if retry => {
+                self.ended = false;
+                self.attempt += 1;
+                Mapped::Events(Vec::new())
+            }
+            Some(end) => match self.map_inner(chunk) {
+                Mapped::Events(mut es) => {
+                    es.insert(0, end);
+                    Mapped::Events(es)
+                }
+                w => {
+                    self.held_end = Some(end);
+                    w
+                }
+            },
+            None => self.map_inner(chunk),
+        };
         self.index += 1;
         out
+    }
+
+    /// The end an `abort` or `error` made, if no `start` came after it:
+    /// taken at the body's end.
+    pub fn flush(&mut self) -> Option<Value> {
+        self.held_end.take()
     }
 
     fn map_inner(&mut self, chunk: &Value) -> Mapped {
@@ -261,11 +302,11 @@ impl UiStream {
                        "payload": {"title": s("title"), "mediaType": s("mediaType"),
                                    "filename": s("filename")}}),
             )),
-            "error" => self.end(
+            "error" => self.hold_end(
                 "run.failed",
                 json!({"payload": {"error": s("errorText").unwrap_or("the stream failed")}}),
             ),
-            "abort" => self.end(
+            "abort" => self.hold_end(
                 "run.canceled",
                 json!({"payload": {"reason": s("reason").unwrap_or("aborted")}}),
             ),
@@ -305,6 +346,14 @@ impl UiStream {
         let t = tool_call_id?;
         let i = self.approvals.iter().position(|(tc, _)| tc == t)?;
         Some(self.approvals.remove(i).1)
+    }
+
+    /// The end of an `abort` or `error`, held (see `held_end`).
+    fn hold_end(&mut self, class: &str, extra: Value) -> Mapped {
+        if let Mapped::Events(mut es) = self.end(class, extra) {
+            self.held_end = es.pop();
+        }
+        Mapped::Events(Vec::new())
     }
 
     /// The event that ends the run, once.
@@ -411,6 +460,38 @@ mod tests {
             Mapped::Events(e) => e,
             Mapped::Warning(c, w) => panic!("warning {c}: {w}"),
         }
+    }
+
+    #[test]
+    fn a_start_after_an_abort_is_a_new_try_and_an_abort_alone_ends_at_the_body_end() {
+        let mut s = UiStream::new("fallback", None);
+        events(s.map(&json!({"type": "start", "messageId": "m1"})));
+        let first = events(s.map(&json!({"type": "text-delta", "id": "t", "delta": "a"})));
+        assert_eq!(
+            (first[0]["stepId"].as_str(), first[0]["attemptId"].as_str()),
+            (Some("ui"), Some("1"))
+        );
+        // The abort's end is held: nothing yet.
+        assert!(events(s.map(&json!({"type": "abort"}))).is_empty());
+        // The same message again: a new try, the held end dropped.
+        assert!(events(s.map(&json!({"type": "start", "messageId": "m1"}))).is_empty());
+        let second = events(s.map(&json!({"type": "text-delta", "id": "t2", "delta": "b"})));
+        assert_eq!(second[0]["attemptId"], "2");
+        assert_eq!(s.flush(), None);
+        let end = events(s.map(&json!({"type": "finish"})));
+        assert_eq!(end.last().unwrap()["type"], "run.finished");
+        // An abort with nothing after it ends the run at the body's end.
+        let mut s = UiStream::new("fallback", None);
+        events(s.map(&json!({"type": "start", "messageId": "m2"})));
+        assert!(events(s.map(&json!({"type": "error", "errorText": "boom"}))).is_empty());
+        assert_eq!(s.flush().unwrap()["type"], "run.failed");
+        assert!(s.ended());
+        // A chunk of another kind after it: the end first, then the chunk.
+        let mut s = UiStream::new("fallback", None);
+        events(s.map(&json!({"type": "start", "messageId": "m3"})));
+        events(s.map(&json!({"type": "abort"})));
+        let e = events(s.map(&json!({"type": "data-x", "data": 1})));
+        assert_eq!(e[0]["type"], "run.canceled");
     }
 
     #[test]
