@@ -27,3 +27,4 @@ mod harness;
 mod index;
 mod order;
 mod producers;
+mod silence;
