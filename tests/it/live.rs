@@ -7,7 +7,9 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::common::{TestServer, WAIT};
+use crate::mux::next_json;
+
+use crate::common::TestServer;
 
 fn text(session: &str, i: usize) -> Value {
     json!({"id": format!("{session}-{i}"), "type": "text.delta", "runId": "r", "messageId": "m", "payload": {"delta": format!("{session}{i} ")}})
@@ -84,21 +86,6 @@ async fn the_umo_view_passes_the_boundary_on() {
     feed(&srv, "s", 3, 4).await;
     assert_eq!(sse.next().await.unwrap().data["cursor"], 4);
     assert_eq!(sse.live(), Some((1, 3)));
-}
-
-async fn next_json(
-    ws: &mut (impl StreamExt<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin),
-) -> Value {
-    loop {
-        let msg = tokio::time::timeout(WAIT, ws.next())
-            .await
-            .expect("a message in time")
-            .expect("socket open")
-            .unwrap();
-        if let Message::Text(t) = msg {
-            return serde_json::from_str(&t).unwrap();
-        }
-    }
 }
 
 #[tokio::test]

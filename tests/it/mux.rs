@@ -246,7 +246,8 @@ async fn each_session_counts_against_the_subscriber_limits() {
     let _a = mux(&srv, "?sessions=a", None).await;
 }
 
-async fn next_json(
+/// The next text message of a socket, as JSON.
+pub(crate) async fn next_json(
     ws: &mut (impl StreamExt<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin),
 ) -> Value {
     loop {

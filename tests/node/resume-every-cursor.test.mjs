@@ -15,6 +15,7 @@ import WebSocket from 'ws';
 import { AbstractChat, DefaultChatTransport, WebSocketChatTransport, parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema } from 'ai';
 import { startServer, post, snapshot, plain } from './lib/server.mjs';
 import { controlledFetch } from './lib/client.mjs';
+import { State } from './lib/gateway-suite.mjs';
 import { connect } from '../../clients/js/src/index.js';
 
 let server;
@@ -93,16 +94,6 @@ before(async () => {
   assert.equal(whole.parts.find((p) => p.type === 'tool-write_file').state, 'output-error');
 });
 
-/** The chat state `useChat` keeps. */
-class State {
-  status = 'ready';
-  error = undefined;
-  messages = [];
-  pushMessage = (m) => { this.messages = this.messages.concat(m); };
-  popMessage = () => { this.messages = this.messages.slice(0, -1); };
-  replaceMessage = (i, m) => { this.messages = this.messages.map((x, j) => (j === i ? m : x)); };
-  snapshot = (x) => structuredClone(x);
-}
 class Chat extends AbstractChat {
   constructor({ messages = [], ...options }) {
     const state = new State();

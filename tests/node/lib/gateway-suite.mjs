@@ -37,7 +37,7 @@ const SPEC = {
 export const text = (m) => m.parts.filter((p) => p.type === 'text').map((p) => p.text).join('');
 
 /** A browser-side chat state, the one `useChat` keeps in React state. */
-class State {
+export class State {
   status = 'ready';
   error = undefined;
   messages = [];
