@@ -1,5 +1,6 @@
 //! A run its producer left (issue 35 item 4, `[runs]`): the server ends a
-//! working run that went silent, and every view stops streaming; a run
+//! working run that went silent, and every view stops streaming (the
+//! session stream, the Umo view, the AI SDK stream, the AG-UI run); a run
 //! waiting for a person, or running a tool within the tool limit, is left
 //! alone; a late event of the ended run is accepted with a warning and
 //! reopens nothing.
@@ -109,6 +110,7 @@ async fn a_silent_run_is_ended_everywhere_and_waiting_is_not_silence() {
             .await
             .unwrap(),
     );
+    let mut umo = srv.sse("left", "?cursor=4&format=umo", None).await;
     // The server's end comes as the next frame.
     let end = frames.next().await.expect("the end of the silent run");
     assert_eq!(end.data["cursor"], 5);
@@ -126,6 +128,15 @@ async fn a_silent_run_is_ended_everywhere_and_waiting_is_not_silence() {
     for want in ["tool-output-error", "abort"] {
         assert!(chunks.contains(&want), "{chunks:?}");
     }
+    // The Umo view: the message stops, its tool call ends in an error.
+    let u = umo.next().await.expect("the Umo end");
+    assert_eq!(u.data["cursor"], 5);
+    let m = &u.data["messages"][0];
+    assert_eq!(
+        (m["id"].as_str(), m["status"].as_str()),
+        (Some("m1"), Some("stop")),
+        "{m}"
+    );
     // The AI SDK stream ends: abort, then [DONE].
     let body = tokio::time::timeout(crate::common::WAIT, ui.text())
         .await
