@@ -3,7 +3,7 @@
 //! on SSE, WebSocket, the multiplexed streams (per session) and the Umo
 //! view; also on a stream that opens at the head.
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
