@@ -142,6 +142,9 @@ pub fn interruption(s: &Silent, head: u64) -> Value {
             "endedBy": "server",
             "silentMs": s.silent_ms,
             "limitMs": s.limit_ms,
+            // Applied only right after this cursor (see the reducer's
+            // `stale_interruption`): a run that spoke meanwhile goes on.
+            "silentAfter": head,
         },
     });
     if let Some(r) = &s.run_id {

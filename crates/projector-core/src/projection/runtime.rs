@@ -280,6 +280,9 @@ impl<'a> Reducer<'a> {
             );
             return;
         }
+        if self.stale_interruption() {
+            return;
+        }
         self.books.turns.insert(key, TurnMark { ended: true });
         let word = self
             .first_str(&["outcome", "reason", "status"])
@@ -351,6 +354,27 @@ impl<'a> Reducer<'a> {
         }
         self.close_turn_messages(&ends);
         self.forget_ended_steps();
+    }
+
+    /// The server's end of a silent run (`idle::interruption`) that no
+    /// longer follows the cursor it was decided after: something of the
+    /// session came in between (on another node, in the instant of the
+    /// decision), so the run was not silent; kept, and a finding.
+    fn stale_interruption(&mut self) -> bool {
+        if self.fact.payload_str("endedBy") != Some("server") {
+            return false;
+        }
+        let after = self.first_value(&["silentAfter"]).and_then(|v| v.as_u64());
+        match after {
+            Some(a) if a + 1 != self.cursor => {
+                self.finding(
+                    "stale_interruption",
+                    format!("the server's end of a silent run was decided after cursor {a}; events came since, so the run goes on"),
+                );
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The step marks of messages that ended (no try of theirs can come).

@@ -245,3 +245,24 @@ fn a_new_attempt_of_a_step_replaces_the_earlier_one_once() {
         "{replay:?}"
     );
 }
+
+#[test]
+fn an_end_decided_before_events_that_came_since_ends_nothing() {
+    let mut r = working();
+    let s = silent(r.p.state(), 0, 300_000, T).expect("silent");
+    let event = interruption(&s, r.p.cursor());
+    // Another node's event lands first, then the decision made before it.
+    r.apply(
+        F::new("e3", "text.delta")
+            .turn("t")
+            .p("delta", json!("still here")),
+    );
+    let fact = normalize(event, &Limits::default())
+        .expect("it normalises")
+        .fact;
+    let late = r.apply(super::tests::F(fact));
+    assert!(late.findings.iter().any(|f| f.code == "stale_interruption"));
+    assert!(late.chunks.iter().all(|c| c.message_id.is_none()));
+    assert_eq!(r.state()["runtime"]["status"], "running");
+    r.assert_replay();
+}
