@@ -321,7 +321,8 @@ pub async fn serve(conn: Conn, answerer: Arc<dyn Answerer>, limits: Limits) {
     let _gauge = SubscriberGauge("chat_ws");
     let mut deflater = conn.deflater;
     let (mut sink, mut incoming) = conn.socket.split();
-    let (tx, mut rx) = mpsc::channel::<Bytes>(QUEUE);
+    let (tx, rx) = mpsc::channel::<Bytes>(QUEUE);
+    let mut rx = tokio_stream::wrappers::ReceiverStream::new(rx);
     let mut active: HashMap<String, (CancellationToken, JoinHandle<()>)> = HashMap::new();
     let all = CancellationToken::new();
     let _stop_all = all.clone().drop_guard();
@@ -360,18 +361,13 @@ pub async fn serve(conn: Conn, answerer: Arc<dyn Answerer>, limits: Limits) {
                 }
                 Some(Ok(_)) => {}
             },
-            Some(first) = rx.recv() => {
-                // Every frame ready now goes out in one write.
-                let mut next = Some(first);
-                let mut failed = false;
-                while let Some(b) = next.take() {
-                    if sink.feed(ws::message(&b, &mut deflater)).await.is_err() {
-                        failed = true;
-                        break;
-                    }
-                    next = rx.try_recv().ok();
-                }
-                if failed || sink.flush().await.is_err() {
+            Some(first) = rx.next() => {
+                // Every frame ready now goes out in one write. (The queue
+                // never ends while `tx` is held here.)
+                let written = ws::write_ready(&mut sink, first, &mut rx, |b| {
+                    Some(ws::message(&b, &mut deflater))
+                });
+                if written.await.is_err() {
                     break;
                 }
             }
@@ -480,7 +476,7 @@ async fn answer_request(
             c = chunks.next() => c,
         };
         let Some(chunk) = next else { break };
-        finished = crate::stream::ui::ends_message(&chunk);
+        finished = crate::stream::ui::is_terminal(&chunk);
         if !send(frames.chunk(sequence, &chunk)).await {
             return;
         }

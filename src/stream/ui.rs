@@ -31,7 +31,7 @@ fn data_line(json: &[u8]) -> Bytes {
 }
 
 /// True for the chunks that end a message stream.
-fn is_terminal(chunk: &[u8]) -> bool {
+pub(crate) fn is_terminal(chunk: &[u8]) -> bool {
     chunk.starts_with(br#"{"type":"finish""#) || chunk.starts_with(br#"{"type":"abort""#)
 }
 
@@ -130,11 +130,6 @@ pub fn message_chunks(
     replay_page: usize,
 ) -> impl Stream<Item = Bytes> + Send + 'static {
     view(registry, session, feed, replay_page, false)
-}
-
-/// Whether a chunk (its JSON) ends a message stream.
-pub fn ends_message(chunk: &[u8]) -> bool {
-    is_terminal(chunk)
 }
 
 fn view(
