@@ -236,8 +236,7 @@ pub async fn resumed_answer(
     }
     let status = meta
         .filter(|m| !m.deleted)
-        .and_then(|m| m.listing)
-        .and_then(|l| crate::session::Listing::decode(&l).status);
+        .and_then(|m| crate::session::Listing::of_meta(&m).status);
     if !status.is_some_and(|s| ANSWERING.contains(&s.as_str())) {
         return Ok(None);
     }

@@ -56,12 +56,7 @@ pub struct SessionEntry {
 impl SessionEntry {
     /// The entry of a session from its metadata (and the listing in it).
     pub fn of(id: &str, m: &SessionMeta) -> SessionEntry {
-        let l = m
-            .listing
-            .as_deref()
-            .map(Listing::decode)
-            .unwrap_or_default();
-        SessionEntry::with_listing(id, m, l)
+        SessionEntry::with_listing(id, m, Listing::of_meta(m))
     }
 
     /// The entry of a session from its metadata and its listing.
@@ -344,12 +339,9 @@ pub async fn relay(
             Ok(Some(m)) => {
                 // Another node's run is watched here too: if that node
                 // goes, this one ends the run when it falls silent.
-                let status = m
-                    .listing
-                    .as_deref()
-                    .and_then(|l| super::Listing::decode(l).status);
-                watch.note(&Arc::from(session.as_str()), status.as_deref());
-                index.publish(change, &SessionEntry::of(&session, &m))
+                let listing = Listing::of_meta(&m);
+                watch.note(&session, listing.status.as_deref());
+                index.publish(change, &SessionEntry::with_listing(&session, &m, listing))
             }
             Ok(None) => {}
             Err(e) => {

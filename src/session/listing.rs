@@ -61,6 +61,14 @@ impl Listing {
         serde_json::to_string(self).expect("listings serialise")
     }
 
+    /// The listing a session's metadata holds (the default when none).
+    pub fn of_meta(m: &crate::store::SessionMeta) -> Listing {
+        m.listing
+            .as_deref()
+            .map(Listing::decode)
+            .unwrap_or_default()
+    }
+
     /// The listing from the store's text: the JSON of [`Listing::encode`],
     /// or a bare status word (a log written before listings had more).
     pub fn decode(raw: &str) -> Listing {

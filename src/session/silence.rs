@@ -24,10 +24,10 @@ pub struct Watch(DashMap<Arc<str>, ()>);
 
 impl Watch {
     /// Note a session's status after a change: watched while working.
-    pub fn note(&self, id: &Arc<str>, status: Option<&str>) {
+    pub fn note(&self, id: &str, status: Option<&str>) {
         if status.is_some_and(is_working) {
             if !self.0.contains_key(id) {
-                self.0.insert(id.clone(), ());
+                self.0.insert(Arc::from(id), ());
             }
         } else {
             self.0.remove(id);
@@ -79,13 +79,9 @@ async fn scan(registry: &Registry) {
         let Some((last, _)) = page.last() else { return };
         after = Some(last.clone());
         for (id, meta) in &page {
-            let status = meta
-                .listing
-                .as_deref()
-                .and_then(|l| Listing::decode(l).status);
             registry
                 .watch()
-                .note(&Arc::from(id.as_str()), status.as_deref());
+                .note(id, Listing::of_meta(meta).status.as_deref());
         }
     }
 }
