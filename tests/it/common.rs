@@ -194,6 +194,24 @@ pub struct SseEvent {
 type ByteStream =
     std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
 
+/// The rules of a `live` frame a test reader takes aside: no id (never a
+/// resume point), its type and cursor, and none before it (`earlier`) for
+/// the same session (one per session per stream).
+pub fn check_live<'a>(
+    earlier: impl IntoIterator<Item = &'a Value>,
+    id: Option<&str>,
+    data: &Value,
+) {
+    assert_eq!(id, None, "a live frame is no resume point");
+    assert_eq!(data["type"], "live");
+    assert!(data["cursor"].is_u64(), "a live frame's cursor");
+    let session = &data["sessionId"];
+    assert!(
+        !earlier.into_iter().any(|l| &l["sessionId"] == session),
+        "a second live frame: {data}"
+    );
+}
+
 /// A minimal SSE reader over a response body. A `live` frame is not
 /// handed out as an event: it is kept in `lives` (how many events came
 /// before it, and its JSON), and a second one for the same session fails
@@ -225,14 +243,10 @@ impl Sse {
                 self.seen += 1;
                 return Some(ev);
             }
-            assert_eq!(ev.id, None, "a live frame is no resume point");
-            assert_eq!(ev.data["type"], "live");
-            assert!(ev.data["cursor"].is_u64(), "a live frame's cursor");
-            let session = &ev.data["sessionId"];
-            assert!(
-                !self.lives.iter().any(|(_, l)| &l["sessionId"] == session),
-                "a second live frame: {:?}",
-                ev.data
+            check_live(
+                self.lives.iter().map(|(_, l)| l),
+                ev.id.as_deref(),
+                &ev.data,
             );
             self.lives.push((self.seen, ev.data));
         }

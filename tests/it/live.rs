@@ -4,22 +4,12 @@
 //! view; also on a stream that opens at the head.
 
 use futures_util::SinkExt;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::mux::next_json;
+use crate::mux::{feed, next_json};
 
 use crate::common::TestServer;
-
-fn text(session: &str, i: usize) -> Value {
-    json!({"id": format!("{session}-{i}"), "type": "text.delta", "runId": "r", "messageId": "m", "payload": {"delta": format!("{session}{i} ")}})
-}
-
-async fn feed(srv: &TestServer, session: &str, from: usize, to: usize) {
-    let batch: Vec<Value> = (from..to).map(|i| text(session, i)).collect();
-    let (st, body) = srv.post(session, &json!(batch)).await;
-    assert_eq!(st, 200, "{body}");
-}
 
 #[tokio::test]
 async fn sse_says_where_the_replay_ends_whatever_the_start() {

@@ -15,7 +15,8 @@ fn text(session: &str, i: usize) -> Value {
     json!({"id": format!("{session}-{i}"), "type": "text.delta", "runId": "r", "messageId": "m", "payload": {"delta": format!("{session}{i} ")}})
 }
 
-async fn feed(srv: &TestServer, session: &str, from: usize, to: usize) {
+/// Post events `from..to` of `session` as one batch.
+pub(crate) async fn feed(srv: &TestServer, session: &str, from: usize, to: usize) {
     let batch: Vec<Value> = (from..to).map(|i| text(session, i)).collect();
     let (st, body) = srv.post(session, &json!(batch)).await;
     assert_eq!(st, 200, "{body}");

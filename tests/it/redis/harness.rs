@@ -430,14 +430,9 @@ impl RawSse {
                 if frame.event == "live" {
                     // Where the replay ended: no resume point, once per
                     // session of the stream (it/live.rs has its tests).
-                    assert_eq!(frame.id, None, "a live frame has no id");
                     let v: serde_json::Value =
                         serde_json::from_str(&frame.data).map_err(|e| e.to_string())?;
-                    let session = v["sessionId"].clone();
-                    assert!(
-                        !self.lives.iter().any(|l| l["sessionId"] == session),
-                        "a second live frame: {v}"
-                    );
+                    crate::common::check_live(&self.lives, frame.id.as_deref(), &v);
                     self.lives.push(v);
                     continue;
                 }
