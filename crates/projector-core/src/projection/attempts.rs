@@ -17,12 +17,6 @@ use super::chunk::Chunk;
 use super::reducer::{nonempty, Reducer};
 use super::ui_message::Part;
 
-/// Where a step of a message starts, and its current try.
-struct StepMark {
-    attempt: String,
-    first_part: usize,
-}
-
 /// A fact's step, seen before its handler ran.
 pub struct StepWatch {
     step: String,
@@ -49,33 +43,25 @@ impl Reducer<'_> {
             });
         };
         let key = step_key(&msg, &step);
-        let mark = self
-            .books
-            .steps
-            .get(&key)
-            .map(|(attempt, first_part)| StepMark {
-                attempt: attempt.clone(),
-                first_part: *first_part,
-            });
-        match mark {
-            Some(mark) if mark.attempt == attempt => None,
-            Some(mark) => {
-                self.supersede(&msg, &step, &mark, &attempt);
-                self.books.steps.insert(key, (attempt, mark.first_part));
-                None
-            }
+        let (previous, first_part) = match self.books.steps.get(&key) {
+            // More of the step's current try: the common case, nothing to do.
+            Some((a, _)) if *a == attempt => return None,
+            Some((a, first_part)) => (a.clone(), *first_part),
             None => {
                 if self.books.last_step.get(&msg).is_some_and(|s| *s != step) {
                     self.end_open(&msg);
                 }
                 let len = self.msg(&msg).map_or(0, |m| m.parts.len());
-                Some(StepWatch {
+                return Some(StepWatch {
                     step,
                     attempt,
                     before: Some((msg, len)),
-                })
+                });
             }
-        }
+        };
+        self.supersede(&msg, &step, &previous, first_part, &attempt);
+        self.books.steps.insert(key, (attempt, first_part));
+        None
     }
 
     /// After the handler: where the new step started.
@@ -93,9 +79,16 @@ impl Reducer<'_> {
         self.books.last_step.insert(msg, w.step);
     }
 
-    /// Drop the earlier try of `step` from `msg`: its parts from
-    /// `mark.first_part` on, the tools they showed ended as superseded.
-    fn supersede(&mut self, msg: &str, step: &str, mark: &StepMark, attempt: &str) {
+    /// Drop the earlier try (`previous`) of `step` from `msg`: its parts
+    /// from `first_part` on, the tools they showed ended as superseded.
+    fn supersede(
+        &mut self,
+        msg: &str,
+        step: &str,
+        previous: &str,
+        first_part: usize,
+        attempt: &str,
+    ) {
         self.end_open(msg);
         let Some(m) = self.state.messages.iter_mut().rev().find(|m| *m.id == *msg) else {
             return;
@@ -103,13 +96,13 @@ impl Reducer<'_> {
         let gone: Vec<String> = m
             .parts
             .iter()
-            .skip(mark.first_part)
+            .skip(first_part)
             .filter_map(|p| match p {
                 Part::Tool { .. } => p.tool_call_id().map(str::to_string),
                 _ => None,
             })
             .collect();
-        m.truncate_parts(mark.first_part);
+        m.truncate_parts(first_part);
         let cursor = self.cursor;
         for id in gone {
             if let Some(t) = self.state.tools.get_mut(&id) {
@@ -126,10 +119,10 @@ impl Reducer<'_> {
             id: Some(format!("{msg}:{step}")),
             data: std::sync::Arc::new(json!({
                 "messageId": msg,
-                "fromPart": mark.first_part,
+                "fromPart": first_part,
                 "stepId": step,
                 "attemptId": attempt,
-                "previousAttemptId": mark.attempt,
+                "previousAttemptId": previous,
             })),
             transient: true,
         };
