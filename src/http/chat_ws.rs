@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::response::Response;
-use bytes::Bytes;
 use tracing::instrument;
 
 use super::auth::{Authenticator, Caller};
@@ -25,7 +24,6 @@ use crate::session::MessageFeed;
 use crate::stream::chat_ws::{
     self, Answerer, BoxAnswer, Chunks, Refused, ResumeRequest, SendRequest,
 };
-use crate::stream::{self, ui};
 
 pub(super) fn router() -> axum::Router<AppState> {
     axum::Router::new().route("/v1/chat/ws", axum::routing::get(chat_ws))
@@ -99,8 +97,7 @@ impl Door {
     }
 }
 
-/// An answer's chunks, holding its subscriber slot, ending with an `abort`
-/// chunk when the caller's token expires (as the HTTP stream does).
+/// An answer's chunks for the socket (see [`super::streams::ui_message`]).
 fn chunks(
     st: &AppState,
     caller: &Caller,
@@ -108,18 +105,8 @@ fn chunks(
     feed: MessageFeed,
     slot: SubscriberSlot,
 ) -> Chunks {
-    let c = ui::message_chunks(
-        st.registry.clone(),
-        session,
-        feed,
-        st.cfg.stream.replay_page,
-    );
-    let farewell = vec![Bytes::from_static(
-        br#"{"type":"abort","reason":"token expired"}"#,
-    )];
-    Box::pin(stream::holding(
-        stream::until_expiry(c, caller.exp, farewell),
-        slot,
+    Box::pin(super::streams::ui_message(
+        st, caller, session, feed, slot, false,
     ))
 }
 

@@ -87,18 +87,41 @@ pub(super) fn ui_response(
     feed: crate::session::MessageFeed,
     slot: SubscriberSlot,
 ) -> Response {
-    let bytes = ui::message_stream(
-        st.registry.clone(),
-        session,
-        feed,
-        st.cfg.stream.replay_page,
-    );
-    let farewell = vec![
-        bytes::Bytes::from_static(b"data: {\"type\":\"abort\",\"reason\":\"token expired\"}\n\n"),
-        bytes::Bytes::from_static(b"data: [DONE]\n\n"),
-    ];
-    let bytes = stream::holding(stream::until_expiry(bytes, caller.exp, farewell), slot);
+    let bytes = ui_message(st, caller, session, feed, slot, true);
     ui::response(bytes, st.heartbeat(), st.shutdown.clone())
+}
+
+/// One message's AI SDK stream for a caller, holding its subscriber slot:
+/// as SSE `data:` lines (`sse`), or each chunk's JSON (the WebSocket chat
+/// transport frames them). It ends with an `abort` (`token expired`) when
+/// the caller's token expires.
+pub(super) fn ui_message(
+    st: &AppState,
+    caller: &Caller,
+    session: String,
+    feed: crate::session::MessageFeed,
+    slot: SubscriberSlot,
+    sse: bool,
+) -> impl futures_util::Stream<Item = bytes::Bytes> + Send + 'static {
+    use bytes::Bytes;
+    let (registry, page) = (st.registry.clone(), st.cfg.stream.replay_page);
+    let (bytes, farewell): (Pin<Box<dyn futures_util::Stream<Item = Bytes> + Send>>, _) = if sse {
+        (
+            Box::pin(ui::message_stream(registry, session, feed, page)),
+            vec![
+                Bytes::from_static(b"data: {\"type\":\"abort\",\"reason\":\"token expired\"}\n\n"),
+                Bytes::from_static(b"data: [DONE]\n\n"),
+            ],
+        )
+    } else {
+        (
+            Box::pin(ui::message_chunks(registry, session, feed, page)),
+            vec![Bytes::from_static(
+                b"{\"type\":\"abort\",\"reason\":\"token expired\"}",
+            )],
+        )
+    };
+    stream::holding(stream::until_expiry(bytes, caller.exp, farewell), slot)
 }
 
 /// Query of the AG-UI stream: where to resume.
