@@ -67,7 +67,33 @@ async fn a_full_disk_is_survived_without_a_restart_and_loses_nothing() {
         "--data-dir",
         &data_arg,
     ];
-    let env = [("PROJECTOR_STORAGE__MIN_FREE_BYTES", "0")];
+    // No page cache: reads go to the file, as they do once a store is
+    // larger than its cache.
+    let env = [
+        ("PROJECTOR_STORAGE__MIN_FREE_BYTES", "0"),
+        ("PROJECTOR_STORAGE__CACHE_BYTES", "0"),
+    ];
+    // Session `t` is written by an earlier run: the server below has not
+    // loaded it when the disk fills.
+    let earlier = {
+        let mut p = Proc::start(&args, &env);
+        let base = format!("http://{}", p.addr());
+        let http = reqwest::Client::new();
+        let mut ids = Vec::new();
+        for i in 0..3 {
+            let r = http
+                .post(format!("{base}/v1/sessions/t/events"))
+                .json(&event(&format!("t{i}"), 100))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            ids.push(format!("t{i}"));
+        }
+        p.terminate();
+        let _ = p.wait_exit();
+        ids
+    };
     let mut p = Proc::start(&args, &env);
     let base = format!("http://{}", p.addr());
     let http = reqwest::Client::new();
@@ -114,9 +140,47 @@ async fn a_full_disk_is_survived_without_a_restart_and_loses_nothing() {
     );
     let r = post("s", event("c0", 10)).await.unwrap();
     assert_eq!(r.status(), 503, "still refused while the disk is full");
+    assert!(
+        r.headers().get("retry-after").is_some(),
+        "a refused write says when to retry"
+    );
 
-    // Space is back: the next readiness check reopens the store.
+    // Reads go on while writes cannot: the log, the snapshot, a replay
+    // from the start, of the session written to and of one the server had
+    // not loaded.
+    assert_eq!(logged(&http, &base, "s").await, acked);
+    assert_eq!(logged(&http, &base, "t").await, earlier);
+    for (session, ids) in [("s", &acked), ("t", &earlier)] {
+        let snap = http
+            .get(format!("{base}/v1/sessions/{session}/snapshot"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(snap.status(), 200, "{session}'s snapshot reads");
+        let resp = http
+            .get(format!("{base}/v1/sessions/{session}/stream?cursor=0"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut replay = crate::common::Sse::from_response(resp);
+        let frames = replay.take(ids.len()).await;
+        let got: Vec<&str> = frames
+            .iter()
+            .map(|f| f.data["eventId"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(got, *ids, "{session}: every acknowledged frame replays");
+        let last = frames.last().unwrap().data["cursor"].as_u64().unwrap();
+        let more = replay.next_any().await.expect("the replay stays open");
+        assert_eq!(
+            (more.event.as_str(), more.data["cursor"].as_u64()),
+            ("live", Some(last))
+        );
+    }
+
+    // Space is back: the store reopens by itself (no request, no restart).
     std::fs::remove_file(dir.join("filler")).unwrap();
+    p.wait_line("embedded store reopened");
     let ready = http.get(format!("{base}/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), 200, "ready again without a restart");
     for i in 0..3 {
@@ -142,20 +206,23 @@ async fn a_full_disk_is_survived_without_a_restart_and_loses_nothing() {
     let _ = p.wait_exit();
     let p = Proc::start(&args, &env);
     let base = format!("http://{}", p.addr());
-    let log: Value = http
-        .get(format!("{base}/v1/sessions/s/events?limit=1000"))
+    assert_eq!(logged(&http, &base, "s").await, acked);
+    drop(p);
+}
+
+/// The ids of a session's logged events.
+async fn logged(http: &reqwest::Client, base: &str, session: &str) -> Vec<String> {
+    let r = http
+        .get(format!("{base}/v1/sessions/{session}/events?limit=1000"))
         .send()
         .await
-        .unwrap()
-        .json()
-        .await
         .unwrap();
-    let ids: Vec<&str> = log["events"]
+    assert_eq!(r.status(), 200, "the log reads");
+    let log: Value = r.json().await.unwrap();
+    log["events"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| e["event"]["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(ids, acked.iter().map(String::as_str).collect::<Vec<_>>());
-    drop(p);
+        .map(|e| e["event"]["id"].as_str().unwrap().to_string())
+        .collect()
 }

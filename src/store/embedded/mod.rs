@@ -3,12 +3,14 @@
 //! durable (fsync) before it is acknowledged; reads are MVCC read
 //! transactions on tokio's blocking pool and never wait for writes.
 
+mod overlay;
 mod slot;
 mod writer;
 
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use redb::{ReadableTable, TableDefinition};
@@ -17,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::{
     codec, AppendBatch, Checkpoint, EventLog, Retention, SessionMeta, StoreError, StoredEvent,
 };
-use slot::DbSlot;
+use slot::{DbSlot, Health};
 use writer::{Job, Msg, Writer};
 
 const EVENTS: TableDefinition<'static, (&str, u64), &[u8]> = TableDefinition::new("events");
@@ -53,6 +55,7 @@ impl Drop for EmbeddedLog {
     /// Close the job channel and wait for the writer to finish its last
     /// group, so that the file is closed when the store is gone.
     fn drop(&mut self) {
+        self.slot.health.close();
         let (closed, _) = mpsc::channel(1);
         drop(std::mem::replace(&mut self.jobs, closed));
         if let Some(w) = self.writer.take() {
@@ -130,6 +133,11 @@ impl EmbeddedLog {
             .name("projector-store-writer".into())
             .spawn(move || writer.run(rx))
             .map_err(|e| wrap(Box::new(e)))?;
+        let (healing, weak) = (slot.health.clone(), jobs.downgrade());
+        std::thread::Builder::new()
+            .name("projector-store-healer".into())
+            .spawn(move || heal(&healing, &weak))
+            .map_err(|e| wrap(Box::new(e)))?;
         Ok(EmbeddedLog {
             slot,
             path,
@@ -156,7 +164,7 @@ impl EmbeddedLog {
         &self,
         f: impl FnOnce(&redb::ReadTransaction) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        let db = self.slot.get()?;
+        let db = self.slot.read()?;
         let path = self.path.clone();
         tokio::task::spawn_blocking(move || {
             let r = db.begin_read().map_err(|e| StoreError::Embedded {
@@ -167,6 +175,35 @@ impl EmbeddedLog {
         })
         .await
         .map_err(|e| StoreError::backend("store read task", e))?
+    }
+}
+
+/// First and longest wait of the healer between two reopen attempts.
+const HEAL_BACKOFF: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(8));
+
+/// The healer: while writes fail, ask the writer to reopen the database
+/// (a readiness probe does that), backing off from 250 ms to 8 s, so that
+/// the store comes back when space does, with no request and no restart.
+/// Ends when the store closes.
+fn heal(health: &Health, jobs: &mpsc::WeakSender<Msg>) {
+    let mut wait = HEAL_BACKOFF.0;
+    loop {
+        match health.wait_broken(Duration::from_secs(60)) {
+            None => return,
+            Some(false) => continue,
+            Some(true) => {}
+        }
+        std::thread::sleep(wait);
+        let Some(tx) = jobs.upgrade() else { return };
+        let (reply, rx) = oneshot::channel();
+        if tx.blocking_send(Msg::Probe(reply)).is_err() {
+            return;
+        }
+        drop(tx);
+        wait = match rx.blocking_recv() {
+            Ok(Ok(())) => HEAL_BACKOFF.0,
+            _ => (wait * 2).min(HEAL_BACKOFF.1),
+        };
     }
 }
 

@@ -1,17 +1,22 @@
 //! The database handle the readers and the writer thread share, and its
-//! recovery: after a write fails with an I/O error (a full disk: ENOSPC),
-//! redb refuses every later write until the database is closed and opened
-//! again. The writer marks the slot broken; once space is back it waits for
-//! the readers to let go of the old handle, reopens the file (redb repairs
-//! it to its last commit, so nothing acknowledged is lost) and puts the new
-//! handle in. Reads go on from the old handle while it is broken.
+//! recovery: after a write fails with an I/O error (a full disk: ENOSPC,
+//! EIO), redb refuses every later read and write of that handle until the
+//! database is closed and opened again. The writer marks the slot broken
+//! and opens a read handle over an [`Overlay`] (the file read through its
+//! own descriptor, redb's writes kept in memory), from which reads go on.
+//! The store's healer asks the writer to reopen the file, with backoff,
+//! until it can: once space is back the writer waits for the readers to
+//! let go of the old handle, reopens the file (redb repairs it to its last
+//! commit, so nothing acknowledged is lost), puts the new handle in, and
+//! retires the read handle before it writes again.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use redb::Database;
 
+use super::overlay::Overlay;
 use crate::store::StoreError;
 
 /// How long a reopen waits for running reads to finish with the old handle.
@@ -22,8 +27,10 @@ const MIN_FREE_TO_REOPEN: u64 = 1 << 20;
 /// The shared handle.
 pub(super) struct DbSlot {
     db: RwLock<Option<Arc<Database>>>,
-    /// Why writes fail, while they do.
-    broken: Mutex<Option<String>>,
+    /// The read handle while writes fail (see [`Overlay`]).
+    reader: RwLock<Option<Arc<Database>>>,
+    /// Whether writes fail; shared with the healer.
+    pub health: Arc<Health>,
     path: PathBuf,
     dir: PathBuf,
     cache_bytes: usize,
@@ -43,39 +50,66 @@ impl DbSlot {
     pub fn new(db: Database, path: PathBuf, dir: PathBuf, cache_bytes: usize) -> Self {
         DbSlot {
             db: RwLock::new(Some(Arc::new(db))),
-            broken: Mutex::new(None),
+            reader: RwLock::new(None),
+            health: Arc::default(),
             path,
             dir,
             cache_bytes,
         }
     }
 
-    /// The current handle (none while a reopen failed).
-    pub fn get(&self) -> Result<Arc<Database>, StoreError> {
-        self.db
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .ok_or_else(|| {
-                StoreError::Unavailable(
-                    self.broken()
-                        .unwrap_or_else(|| "the embedded store is being reopened".into()),
-                )
-            })
+    /// The handle reads use: the writable one, or the read handle while
+    /// writes fail.
+    pub fn read(&self) -> Result<Arc<Database>, StoreError> {
+        if self.broken().is_some() {
+            if let Some(r) = lock(&self.reader).clone() {
+                return Ok(r);
+            }
+        }
+        self.writable()
+    }
+
+    /// The writable handle (none while a reopen failed).
+    pub fn writable(&self) -> Result<Arc<Database>, StoreError> {
+        lock(&self.db).clone().ok_or_else(|| {
+            StoreError::Unavailable(
+                self.broken()
+                    .unwrap_or_else(|| "the embedded store is being reopened".into()),
+            )
+        })
     }
 
     /// Why writes fail, while they do.
     pub fn broken(&self) -> Option<String> {
-        self.broken
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.health.state().broken.clone()
     }
 
-    /// A write failed: later writes need a reopen first.
+    /// A write failed: later writes need a reopen first, and reads go to
+    /// a read handle. Called by the writer thread only.
     pub fn mark_broken(&self, why: &str) {
         metrics::gauge!("projector_store_broken").set(1.0);
-        *self.broken.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.to_string());
+        self.health.set(Some(why.to_string()));
+        if lock(&self.reader).is_some() {
+            return;
+        }
+        let opened = std::fs::File::open(&self.path)
+            .and_then(Overlay::new)
+            .map_err(|e| e.to_string())
+            .and_then(|o| {
+                redb::Builder::new()
+                    .set_cache_size(self.cache_bytes)
+                    .create_with_backend(o)
+                    .map_err(|e| e.to_string())
+            });
+        match opened {
+            Ok(r) => {
+                *self.reader.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(r));
+                tracing::warn!(path = %self.path.display(), "embedded store cannot write; reads go on from a read handle");
+            }
+            Err(e) => {
+                tracing::error!(path = %self.path.display(), error = %e, "embedded store cannot open a read handle; reads fail until it reopens")
+            }
+        }
     }
 
     /// The error that refuses a write while the store is broken: `Full` on
@@ -114,11 +148,7 @@ impl DbSlot {
         }
         let old = self.db.write().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(old) = old {
-            let deadline = Instant::now() + READERS_GRACE;
-            while Arc::strong_count(&old) > 1 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            if Arc::strong_count(&old) > 1 {
+            if let Err(old) = let_go(old) {
                 *self.db.write().unwrap_or_else(|p| p.into_inner()) = Some(old);
                 return Err(StoreError::Unavailable(format!(
                     "{why}; reads still hold the store, reopening later"
@@ -128,7 +158,20 @@ impl DbSlot {
         match open_db(&self.path, self.cache_bytes) {
             Ok(db) => {
                 *self.db.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(db));
-                *self.broken.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                self.health.set(None);
+                // Reads are back on the writable handle; the read handle
+                // goes before anything is written (its pages could be
+                // reused under a read of it).
+                let reader = self
+                    .reader
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take();
+                if let Some(Err(_)) = reader.map(let_go) {
+                    tracing::warn!(
+                        "a read of the embedded store's read handle outlived the reopen"
+                    );
+                }
                 metrics::gauge!("projector_store_broken").set(0.0);
                 tracing::info!(path = %self.path.display(), "embedded store reopened after a failed write; writes go on");
                 Ok(())
@@ -141,4 +184,67 @@ impl DbSlot {
             }
         }
     }
+}
+
+/// Whether the store's writes fail, apart from its handles (the healer
+/// holds it, and must not keep the file open once the store closes).
+#[derive(Default)]
+pub(super) struct Health {
+    state: Mutex<HealthState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct HealthState {
+    /// Why writes fail, while they do.
+    broken: Option<String>,
+    /// The store has closed.
+    closed: bool,
+}
+
+impl Health {
+    fn state(&self) -> std::sync::MutexGuard<'_, HealthState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set(&self, broken: Option<String>) {
+        self.state().broken = broken;
+        self.changed.notify_all();
+    }
+
+    /// The store has closed: the healer ends.
+    pub fn close(&self) {
+        self.state().closed = true;
+        self.changed.notify_all();
+    }
+
+    /// Wait until writes fail (`Some(true)`), for at most `limit`
+    /// (`Some(false)`); `None` once the store has closed.
+    pub fn wait_broken(&self, limit: Duration) -> Option<bool> {
+        let g = self.state();
+        let (g, _) = self
+            .changed
+            .wait_timeout_while(g, limit, |s| s.broken.is_none() && !s.closed)
+            .unwrap_or_else(|p| p.into_inner());
+        (!g.closed).then_some(g.broken.is_some())
+    }
+}
+
+/// Wait (up to [`READERS_GRACE`]) until `db` is held by nobody else, and
+/// drop it; `Err` gives it back when a read still holds it.
+fn let_go(db: Arc<Database>) -> Result<(), Arc<Database>> {
+    let deadline = Instant::now() + READERS_GRACE;
+    while Arc::strong_count(&db) > 1 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if Arc::strong_count(&db) > 1 {
+        return Err(db);
+    }
+    Ok(())
+}
+
+fn lock(
+    h: &RwLock<Option<Arc<Database>>>,
+) -> std::sync::RwLockReadGuard<'_, Option<Arc<Database>>> {
+    h.read().unwrap_or_else(|p| p.into_inner())
 }

@@ -157,7 +157,7 @@ impl Writer {
         if admitted.is_empty() {
             return;
         }
-        let db = match self.slot.get() {
+        let db = match self.slot.writable() {
             Ok(db) => db,
             Err(e) => return fail_all(admitted, &e.to_string()),
         };
