@@ -29,6 +29,7 @@
 
 mod clients;
 mod floor;
+mod publish;
 mod servers;
 
 use std::sync::atomic::Ordering;
@@ -273,8 +274,9 @@ async fn fanout(
     }
 }
 
-/// Ingest events/s: single-event POSTs from 64 clients, or NDJSON batches.
-async fn ingest(server: &Server, batch: usize, total: usize) -> f64 {
+/// Ingest events/s: single-event POSTs from 64 clients, or NDJSON batches;
+/// with each request's latency.
+async fn ingest(server: &Server, batch: usize, total: usize) -> publish::Figures {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
         .build()
@@ -286,6 +288,7 @@ async fn ingest(server: &Server, batch: usize, total: usize) -> f64 {
         .map(|c| {
             let (http, url) = (http.clone(), server.url());
             tokio::spawn(async move {
+                let mut lat = Vec::with_capacity(per_client);
                 for b in 0..per_client {
                     let mut body = String::with_capacity(batch * 96);
                     for i in 0..batch {
@@ -293,6 +296,7 @@ async fn ingest(server: &Server, batch: usize, total: usize) -> f64 {
                             "{{\"id\":\"{c}-{b}-{i}\",\"type\":\"text.delta\",\"runId\":\"r\",\"payload\":{{\"delta\":\"token \"}}}}\n"
                         ));
                     }
+                    let t = Instant::now();
                     let r = http
                         .post(format!("{url}/v1/sessions/ingest-{c}/events"))
                         .header("content-type", "application/x-ndjson")
@@ -301,14 +305,23 @@ async fn ingest(server: &Server, batch: usize, total: usize) -> f64 {
                         .await
                         .expect("post");
                     assert!(r.status().is_success(), "ingest status {}", r.status());
+                    lat.push(t.elapsed().as_micros() as u32);
                 }
+                lat
             })
         })
         .collect();
+    let mut lat = Vec::new();
     for t in tasks {
-        t.await.unwrap();
+        lat.extend(t.await.unwrap());
     }
-    (clients * per_client * batch) as f64 / started.elapsed().as_secs_f64()
+    let secs = started.elapsed().as_secs_f64();
+    lat.sort_unstable();
+    publish::Figures {
+        events_per_s: (clients * per_client * batch) as f64 / secs,
+        p50_ms: pct(&lat, 0.5),
+        p99_ms: pct(&lat, 0.99),
+    }
 }
 
 /// RSS growth per idle stream.
@@ -596,16 +609,40 @@ async fn run(scale: Scale) -> Value {
             let dir = tmp.join(format!("ingest-{store}"));
             let server = servers::projector(store, &dir, &[]);
             for batch in [1usize, 100, 1000] {
-                let rate = ingest(&server, batch, scale.ingest_events).await;
-                println!("agent-projector {store:<9} batch {batch:>5}: {rate:>10.0} ev/s");
-                ingest_rows.push(json!({"server": "agent-projector", "store": store, "batch": batch, "events_per_s": rate}));
+                let f = ingest(&server, batch, scale.ingest_events).await;
+                println!(
+                    "agent-projector {store:<9} batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms",
+                    f.events_per_s, f.p50_ms, f.p99_ms
+                );
+                ingest_rows.push(
+                    json!({"server": "agent-projector", "store": store, "batch": batch,
+                    "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms}),
+                );
+            }
+            // The streaming ingest: one publish stream per producer.
+            for window in [1usize, 16, 256] {
+                let f = publish::publish(&server, scale.ingest_events, window).await;
+                println!(
+                    "agent-projector {store:<9} publish window {window:>3}: {:>10.0} ev/s  ack p50 {:>7.2} ms p99 {:>7.2} ms",
+                    f.events_per_s, f.p50_ms, f.p99_ms
+                );
+                ingest_rows.push(
+                    json!({"server": "agent-projector", "store": store, "publish_window": window,
+                    "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms}),
+                );
             }
         }
         if let Some(a) = &anchor {
             for batch in [1usize, 100, 1000] {
-                let rate = ingest(a, batch, scale.ingest_events).await;
-                println!("anchor          redis     batch {batch:>5}: {rate:>10.0} ev/s");
-                ingest_rows.push(json!({"server": "anchor", "store": "redis pub/sub", "batch": batch, "events_per_s": rate}));
+                let f = ingest(a, batch, scale.ingest_events).await;
+                println!(
+                    "anchor          redis     batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms",
+                    f.events_per_s, f.p50_ms, f.p99_ms
+                );
+                ingest_rows.push(
+                    json!({"server": "anchor", "store": "redis pub/sub", "batch": batch,
+                    "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms}),
+                );
             }
         }
         report["ingest"] = json!(ingest_rows);

@@ -21,7 +21,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-pub use read::{read, Reading};
+pub use read::{read, read_ahead, Reading};
 
 use crate::config::Config;
 use crate::event::{normalize, Limits};

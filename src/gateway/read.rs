@@ -67,7 +67,7 @@ const READ_AHEAD: usize = 64;
 /// Read `data` in a task of its own into a bounded channel; the task ends,
 /// and drops the body (aborting an upstream request), as soon as the
 /// receiver is gone.
-fn read_ahead<S, E>(data: S) -> mpsc::Receiver<Result<bytes::Bytes, String>>
+pub fn read_ahead<S, E>(data: S) -> mpsc::Receiver<Result<bytes::Bytes, String>>
 where
     S: futures_util::Stream<Item = Result<bytes::Bytes, E>> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
@@ -125,6 +125,7 @@ where
             epoch: String::new(),
             warnings: Vec::new(),
             producer: None,
+            placed: Vec::new(),
         },
     };
     let (mut read, mut chunk_index) = (0usize, 0usize);

@@ -194,25 +194,14 @@ fn validated(
     values: Vec<Value>,
     key: Option<String>,
 ) -> Result<(Vec<IncomingEvent>, Vec<Warning>), Problem> {
-    let (values, said) = ag_ui_events(values, key);
+    let (values, said) = ag_ui_events(values.into_iter().enumerate(), &mut None, key);
     let norm_limits = st.event_limits();
     let mut events = Vec::with_capacity(values.len());
     let mut errors = Vec::new();
     for (index, raw) in values {
-        let event_id = raw.get("id").and_then(Value::as_str).map(str::to_string);
-        match normalize(raw, &norm_limits) {
-            Ok(n) => events.push(IncomingEvent {
-                index,
-                fact: n.fact,
-                warnings: n.warnings,
-            }),
-            Err(issues) => errors.extend(issues.into_iter().map(|i| ProblemItem {
-                index: Some(index),
-                event_id: event_id.clone(),
-                code: i.code.to_string(),
-                path: i.path,
-                message: i.message,
-            })),
+        match normalized(index, raw, &norm_limits) {
+            Ok(ev) => events.push(ev),
+            Err(issues) => errors.extend(issues),
         }
     }
     if errors.is_empty() {
@@ -223,7 +212,42 @@ fn validated(
         .filter_map(|e| e.index)
         .collect::<std::collections::BTreeSet<_>>()
         .len();
-    let detail = format!("{n} event(s) rejected; nothing of the batch was applied");
+    metrics::counter!("projector_ingest_rejected_total").increment(events.len() as u64 + n as u64);
+    Err(refused(
+        errors,
+        format!("{n} event(s) rejected; nothing of the batch was applied"),
+    ))
+}
+
+/// Event `index` of a request normalised, or what is wrong with it.
+pub(super) fn normalized(
+    index: usize,
+    raw: Value,
+    limits: &crate::event::Limits,
+) -> Result<IncomingEvent, Vec<ProblemItem>> {
+    let event_id = raw.get("id").and_then(Value::as_str).map(str::to_string);
+    match normalize(raw, limits) {
+        Ok(n) => Ok(IncomingEvent {
+            index,
+            fact: n.fact,
+            warnings: n.warnings,
+        }),
+        Err(issues) => Err(issues
+            .into_iter()
+            .map(|i| ProblemItem {
+                index: Some(index),
+                event_id: event_id.clone(),
+                code: i.code.to_string(),
+                path: i.path,
+                message: i.message,
+            })
+            .collect()),
+    }
+}
+
+/// The problem of refused events (422, or 413 for an inline payload over
+/// its limit), naming each.
+pub(super) fn refused(errors: Vec<ProblemItem>, detail: String) -> Problem {
     let problem = if errors.iter().any(|e| e.code == code::LARGE_PAYLOAD_INLINE) {
         Problem::payload_too_large(code::LARGE_PAYLOAD_INLINE, detail)
     } else {
@@ -234,25 +258,29 @@ fn validated(
             detail,
         )
     };
-    metrics::counter!("projector_ingest_rejected_total").increment(events.len() as u64 + n as u64);
-    Err(problem.with_errors(errors))
+    problem.with_errors(errors)
 }
 
-/// The batch with its AG-UI events read as envelope events (each kept with
-/// the index of the event it came from), and what could not be applied of
+/// The events (each with its index in the request) with their AG-UI
+/// events read as envelope events (each kept with the index of the event
+/// it came from) by `reader` (made at the first AG-UI event, with `key`,
+/// and kept for the events after these), and what could not be applied of
 /// them as warnings for the reply.
-fn ag_ui_events(values: Vec<Value>, key: Option<String>) -> (Vec<(usize, Value)>, Vec<Warning>) {
-    if !values.iter().any(ag_ui::is_ag_ui) {
-        return (values.into_iter().enumerate().collect(), Vec::new());
-    }
-    let mut reader = AgUi::new(key);
+pub(super) fn ag_ui_events(
+    values: impl ExactSizeIterator<Item = (usize, Value)>,
+    reader: &mut Option<AgUi>,
+    key: Option<String>,
+) -> (Vec<(usize, Value)>, Vec<Warning>) {
     let (mut out, mut said) = (Vec::with_capacity(values.len()), Vec::new());
-    for (index, raw) in values.into_iter().enumerate() {
+    for (index, raw) in values {
         if !ag_ui::is_ag_ui(&raw) {
             out.push((index, raw));
             continue;
         }
-        match reader.map(&raw) {
+        match reader
+            .get_or_insert_with(|| AgUi::new(key.clone()))
+            .map(&raw)
+        {
             Mapped::Events(es) => out.extend(es.into_iter().map(|e| (index, e))),
             Mapped::Warning(code, message) => said.push(Warning {
                 index,

@@ -21,6 +21,7 @@ pub mod mux;
 mod observe;
 pub mod openapi;
 pub mod ops;
+pub mod publish;
 pub mod sessions;
 pub mod streams;
 mod viewer;
@@ -94,6 +95,7 @@ pub fn router(state: AppState) -> Router {
     let cors = cors(&state.cfg.http.cors_allowed_origins);
     Router::new()
         .merge(ingest::router())
+        .merge(publish::router())
         .merge(sessions::router())
         .merge(messages::router())
         .merge(controls::router())

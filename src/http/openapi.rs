@@ -13,8 +13,8 @@ use utoipa::{Modify, OpenApi};
 
 use super::error::{Problem, ProblemItem};
 use super::{
-    ag_ui_gateway, chat, chat_ws, controls, ds, index, ingest, messages, mux, ops, sessions,
-    streams, AppState,
+    ag_ui_gateway, chat, chat_ws, controls, ds, index, ingest, messages, mux, ops, publish,
+    sessions, streams, AppState,
 };
 use crate::session::{IngestOutcome, Warning};
 
@@ -30,6 +30,8 @@ use crate::session::{IngestOutcome, Warning};
     modifiers(&SecuritySchemes),
     paths(
         ingest::post_events,
+        publish::post_publish,
+        publish::ws_publish,
         sessions::list_sessions,
         sessions::delete_session,
         sessions::get_snapshot,

@@ -24,6 +24,7 @@ mod messages;
 mod mux;
 mod observe;
 mod packaging;
+mod publish;
 mod redis;
 mod serve;
 mod silence;

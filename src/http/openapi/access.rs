@@ -35,6 +35,14 @@ pub(super) const ACCESS: &[(&str, Option<&str>)] = &[
         "post_events",
         Some("the `publish` scope, and the session in its `sessions` claim"),
     ),
+    (
+        "post_publish",
+        Some("the `publish` scope, and the session in its `sessions` claim"),
+    ),
+    (
+        "ws_publish",
+        Some("the `publish` scope, and the session in its `sessions` claim"),
+    ),
     ("list_sessions", Some("the `admin` scope")),
     (
         "delete_session",

@@ -218,6 +218,7 @@ impl Actor {
                 epoch: state.meta.epoch.clone(),
                 warnings: Vec::new(),
                 producer: None,
+                placed: vec![None; events.len()],
             };
             // An idempotent producer's request (its claim is on every
             // event) is decided on what the projection remembers, which
@@ -247,11 +248,11 @@ impl Actor {
                 }
             }
             let mut fresh = Vec::with_capacity(events.len());
-            for (ev, seen) in events.iter().zip(&mut seen) {
+            for (at, (ev, seen)) in events.iter().zip(&mut seen).enumerate() {
                 if seen.is_some() || !in_group.insert(ev.fact.id.as_str()) {
                     out.duplicates += 1;
                 } else {
-                    fresh.push(ev);
+                    fresh.push((at, ev));
                 }
             }
             // A producer's append of events all already in the log still
@@ -261,12 +262,13 @@ impl Actor {
                 fact: Fact::producer_recorded(c, cursor + 1),
                 warnings: Vec::new(),
             });
-            let marker = recorded.iter().map(|r| (r, true));
-            for (ev, marker) in fresh.into_iter().map(|e| (e, false)).chain(marker) {
+            let marker = recorded.iter().map(|r| (None, r));
+            for (at, ev) in fresh.into_iter().map(|(at, e)| (Some(at), e)).chain(marker) {
                 cursor += 1;
-                if !marker {
+                if let Some(at) = at {
                     out.accepted += 1;
                     out.cursor = cursor;
+                    out.placed[at] = Some(cursor);
                 }
                 let applied = state
                     .projection
