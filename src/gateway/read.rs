@@ -125,7 +125,6 @@ where
             epoch: String::new(),
             warnings: Vec::new(),
             producer: None,
-            placed: Vec::new(),
         },
     };
     let (mut read, mut chunk_index) = (0usize, 0usize);

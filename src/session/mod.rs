@@ -76,11 +76,6 @@ pub struct IngestOutcome {
     /// it after this request.
     #[serde(skip)]
     pub producer: Option<Produced>,
-    /// Where each event of the request went, in its order: its cursor, or
-    /// `None` for a duplicate (the streaming ingest acknowledges each line
-    /// with it).
-    #[serde(skip)]
-    pub placed: Vec<Option<u64>>,
 }
 
 /// What an idempotent producer's request did.

@@ -218,7 +218,6 @@ impl Actor {
                 epoch: state.meta.epoch.clone(),
                 warnings: Vec::new(),
                 producer: None,
-                placed: vec![None; events.len()],
             };
             // An idempotent producer's request (its claim is on every
             // event) is decided on what the projection remembers, which
@@ -248,11 +247,11 @@ impl Actor {
                 }
             }
             let mut fresh = Vec::with_capacity(events.len());
-            for (at, (ev, seen)) in events.iter().zip(&mut seen).enumerate() {
+            for (ev, seen) in events.iter().zip(&mut seen) {
                 if seen.is_some() || !in_group.insert(ev.fact.id.as_str()) {
                     out.duplicates += 1;
                 } else {
-                    fresh.push((at, ev));
+                    fresh.push(ev);
                 }
             }
             // A producer's append of events all already in the log still
@@ -262,13 +261,12 @@ impl Actor {
                 fact: Fact::producer_recorded(c, cursor + 1),
                 warnings: Vec::new(),
             });
-            let marker = recorded.iter().map(|r| (None, r));
-            for (at, ev) in fresh.into_iter().map(|(at, e)| (Some(at), e)).chain(marker) {
+            let marker = recorded.iter().map(|r| (r, true));
+            for (ev, marker) in fresh.into_iter().map(|e| (e, false)).chain(marker) {
                 cursor += 1;
-                if let Some(at) = at {
+                if !marker {
                     out.accepted += 1;
                     out.cursor = cursor;
-                    out.placed[at] = Some(cursor);
                 }
                 let applied = state
                     .projection
