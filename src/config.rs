@@ -188,6 +188,10 @@ pub struct RedisConfig {
     /// Replicas that must confirm an append (Redis `WAIT`) before it is
     /// acknowledged; 0: the primary's word is enough.
     pub min_replicas_acked: u32,
+    /// After the node's pub/sub connection has been down this long, in ms,
+    /// its open session streams end, so that their clients resume on a node
+    /// that can reach Redis; 0: they stay open.
+    pub partition_close_ms: u64,
 }
 
 impl RedisConfig {

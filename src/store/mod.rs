@@ -257,6 +257,8 @@ pub struct News {
     /// The last announced `(epoch, head)`; `None`: unknown (news may have
     /// been lost), read the log.
     latest: std::sync::Mutex<Option<(String, u64)>>,
+    /// This node has been cut off from the other nodes' news for a while.
+    cut_off: std::sync::atomic::AtomicBool,
 }
 
 impl News {
@@ -275,6 +277,21 @@ impl News {
     pub fn unknown(&self) {
         *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.wake.notify_one();
+    }
+
+    /// This node cannot hear the other nodes (its connection to the shared
+    /// store has been down too long): the session's subscribers here
+    /// should resume elsewhere.
+    pub fn cut_off(&self) {
+        self.cut_off
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.unknown();
+    }
+
+    /// Whether [`Self::cut_off`] was said since the last time this asked.
+    pub fn take_cut_off(&self) -> bool {
+        self.cut_off
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
     }
 
     /// Wait for the next news.

@@ -57,6 +57,19 @@ impl Actor {
     /// News from another node woke the actor: catch up unless it is only
     /// the echo of our own append.
     pub(super) async fn on_news(&mut self, state: &mut Loaded) {
+        if self.listening.as_ref().is_some_and(|n| n.take_cut_off()) {
+            // This node cannot hear the others: its subscribers resume
+            // elsewhere (each one's resubscription fails here while the
+            // store is out of reach, which ends its stream).
+            warn!(
+                subscribers = self.subscribers(),
+                "cut off from the shared store: ending this node's streams of the session"
+            );
+            metrics::counter!("projector_streams_cut_off_total")
+                .increment(self.subscribers() as u64);
+            self.drop_feed();
+            return;
+        }
         let beyond = self
             .listening
             .as_ref()

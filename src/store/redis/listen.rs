@@ -77,26 +77,33 @@ pub(super) struct Listener {
     notes: tokio::sync::broadcast::Sender<IndexNote>,
 }
 
+/// The listener's clock.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Timing {
+    /// Of connecting, subscribing and a ping.
+    pub timeout: Duration,
+    /// How often an idle connection is checked.
+    pub ping_every: Duration,
+    /// How long the connection may be down before every followed session
+    /// is told it is cut off ([`News::cut_off`]); `None`: never.
+    pub close_after: Option<Duration>,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            timeout: Duration::from_secs(2),
+            ping_every: PING_EVERY,
+            close_after: None,
+        }
+    }
+}
+
 impl Listener {
     /// Start the pub/sub task (it connects, and reconnects, in the background).
     /// With several seeds (a Redis Cluster, where a publish reaches every
     /// node), it connects to one and moves on to the next when that fails.
-    pub fn start(
-        seeds: Vec<redis::Client>,
-        prefix: String,
-        node: String,
-        timeout: Duration,
-    ) -> Self {
-        Self::start_pinging(seeds, prefix, node, timeout, PING_EVERY)
-    }
-
-    pub fn start_pinging(
-        seeds: Vec<redis::Client>,
-        prefix: String,
-        node: String,
-        timeout: Duration,
-        ping_every: Duration,
-    ) -> Self {
+    pub fn start(seeds: Vec<redis::Client>, prefix: String, node: String, timing: Timing) -> Self {
         let wanted: Arc<DashMap<String, Arc<News>>> = Arc::default();
         let stats = Arc::<Stats>::default();
         let (tx, rx) = mpsc::unbounded_channel();
@@ -105,8 +112,7 @@ impl Listener {
         let task = Task {
             seeds,
             wanted: wanted.clone(),
-            timeout,
-            ping_every,
+            timing,
             stats: stats.clone(),
             index: index.clone(),
             node,
@@ -118,7 +124,7 @@ impl Listener {
             prefix,
             wanted,
             cmds: tx,
-            timeout,
+            timeout: timing.timeout,
             index,
             notes,
         }
@@ -165,8 +171,7 @@ impl Listener {
 struct Task {
     seeds: Vec<redis::Client>,
     wanted: Arc<DashMap<String, Arc<News>>>,
-    timeout: Duration,
-    ping_every: Duration,
+    timing: Timing,
     stats: Arc<Stats>,
     index: String,
     node: String,
@@ -178,16 +183,35 @@ impl Task {
         let Task {
             seeds,
             wanted,
-            timeout,
-            ping_every,
+            timing,
             stats,
             index,
             node,
             notes,
         } = self;
+        let Timing {
+            timeout,
+            ping_every,
+            close_after,
+        } = timing;
         let mut backoff = Duration::from_millis(50);
         let mut turn = 0usize;
+        // Since when the connection is down, and whether the followed
+        // sessions were told they are cut off.
+        let mut down: Option<(tokio::time::Instant, bool)> = None;
         loop {
+            if let (Some((since, told @ false)), Some(after)) = (down.as_mut(), close_after) {
+                if since.elapsed() >= after {
+                    warn!(
+                        sessions = wanted.len(),
+                        "redis pub/sub down for {after:?}: ending the streams of the sessions followed here, to resume on a node that can reach redis"
+                    );
+                    for e in wanted.iter() {
+                        e.value().cut_off();
+                    }
+                    *told = true;
+                }
+            }
             let client = &seeds[turn % seeds.len()];
             turn += 1;
             let conn = tokio::time::timeout(timeout, client.get_async_pubsub()).await;
@@ -199,6 +223,7 @@ impl Task {
                         _ => "timed out".into(),
                     };
                     metrics::gauge!("projector_redis_listener_connected").set(0.0);
+                    down.get_or_insert((tokio::time::Instant::now(), false));
                     warn!(error = %e, "redis pub/sub unavailable; retrying");
                     // Serve commands while waiting, so listeners never block;
                     // what they want is subscribed on connection.
@@ -219,6 +244,7 @@ impl Task {
                 }
             };
             backoff = Duration::from_millis(50);
+            down = None;
             let mut channels: Vec<String> = wanted.iter().map(|e| e.key().clone()).collect();
             channels.push(index.clone());
             if let Err(e) = sink.subscribe(&channels).await {
@@ -298,6 +324,7 @@ impl Task {
                 }
             }
             metrics::gauge!("projector_redis_listener_connected").set(0.0);
+            down.get_or_insert((tokio::time::Instant::now(), false));
         }
     }
 }
@@ -315,12 +342,16 @@ mod tests {
             return;
         };
         let seeds = vec![redis::Client::open(url).unwrap()];
-        let l = Listener::start_pinging(
+        let timing = Timing {
+            timeout: Duration::from_secs(5),
+            ping_every: Duration::from_millis(20),
+            close_after: None,
+        };
+        let l = Listener::start(
             seeds,
             format!("ptest-{}", uuid::Uuid::new_v4().simple()),
             "node".into(),
-            Duration::from_secs(5),
-            Duration::from_millis(20),
+            timing,
         );
         let _n = l.listen("s").await;
         tokio::time::timeout(Duration::from_secs(10), async {

@@ -42,6 +42,9 @@ pub struct RedisOptions {
     pub timeout: Duration,
     /// Replicas that must confirm an append (`WAIT`); 0: none.
     pub min_replicas_acked: u32,
+    /// How long the pub/sub connection may be down before the sessions
+    /// followed here are told they are cut off; `None`: never.
+    pub partition_close: Option<Duration>,
 }
 
 impl RedisOptions {
@@ -52,6 +55,8 @@ impl RedisOptions {
             prefix: cfg.prefix.clone(),
             timeout: Duration::from_millis(cfg.timeout_ms),
             min_replicas_acked: cfg.min_replicas_acked,
+            partition_close: (cfg.partition_close_ms > 0)
+                .then(|| Duration::from_millis(cfg.partition_close_ms)),
         }
     }
 }
@@ -85,7 +90,7 @@ const TURN_MS: u64 = 1000;
 /// score only when it is this much newer, so most appends skip the write.
 const ACTIVITY_GRAIN_MS: u64 = 1000;
 
-fn unavailable(e: redis::RedisError) -> StoreError {
+pub(super) fn unavailable(e: redis::RedisError) -> StoreError {
     StoreError::backend("redis", e)
 }
 
@@ -103,8 +108,12 @@ impl RedisLog {
     pub fn open(url: &str, cluster: bool, opts: RedisOptions) -> Result<Self, StoreError> {
         let (conn, seeds) = conn::Connector::new(url, cluster, opts.timeout)?;
         let node = uuid::Uuid::new_v4().simple().to_string();
-        let listener =
-            listen::Listener::start(seeds, opts.prefix.clone(), node.clone(), opts.timeout);
+        let timing = listen::Timing {
+            timeout: opts.timeout,
+            close_after: opts.partition_close,
+            ..listen::Timing::default()
+        };
+        let listener = listen::Listener::start(seeds, opts.prefix.clone(), node.clone(), timing);
         Ok(RedisLog {
             conn,
             node,
@@ -124,25 +133,6 @@ impl RedisLog {
 
     async fn conn(&self) -> Result<conn::Conn, StoreError> {
         self.conn.get().await
-    }
-
-    /// Wait until enough replicas have everything written so far (on this
-    /// node's connection, which carries the append just made).
-    async fn wait_replicas(&self) -> Result<(), StoreError> {
-        let want = self.opts.min_replicas_acked;
-        let acked: u64 = redis::cmd("WAIT")
-            .arg(want)
-            .arg(self.opts.timeout.as_millis() as u64)
-            .query_async(&mut self.conn().await?)
-            .await
-            .map_err(unavailable)?;
-        if acked < u64::from(want) {
-            metrics::counter!("projector_redis_replica_shortfalls_total").increment(1);
-            return Err(StoreError::Unavailable(format!(
-                "the append reached the primary but only {acked} of {want} replicas confirmed it"
-            )));
-        }
-        Ok(())
     }
 
     /// Note a session in the id index and the activity index.
@@ -250,10 +240,8 @@ impl EventLog for RedisLog {
                 .arg(e.fact.as_ref())
                 .arg(e.frame.as_ref());
         }
-        let v: Value = inv
-            .invoke_async(&mut self.conn().await?)
-            .await
-            .map_err(unavailable)?;
+        let mut conn = self.conn().await?;
+        let v: Value = inv.invoke_async(&mut conn).await.map_err(unavailable)?;
         let parts = array(v).ok_or_else(|| corrupt(session, "append reply"))?;
         let word = |i: usize| parts.get(i).and_then(text_of).unwrap_or_default();
         let num = |i: usize| word(i).parse::<u64>().unwrap_or(0);
@@ -270,7 +258,8 @@ impl EventLog for RedisLog {
             other => return Err(corrupt(session, format!("append reply {other:?}"))),
         }
         if self.opts.min_replicas_acked > 0 {
-            self.wait_replicas().await?;
+            conn.wait_replicas(self.opts.min_replicas_acked, self.opts.timeout)
+                .await?;
         }
         let head = expected_head + batch.events.len() as u64;
         let meta = SessionMeta {

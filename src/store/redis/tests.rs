@@ -31,6 +31,7 @@ pub(crate) fn test_log(test: &str, retention: Retention) -> Option<Arc<RedisLog>
         prefix: format!("ptest-{}", uuid::Uuid::new_v4().simple()),
         timeout: Duration::from_secs(5),
         min_replicas_acked: 0,
+        partition_close: None,
     };
     Some(Arc::new(
         RedisLog::open(&url, false, opts).expect("redis url"),
@@ -247,6 +248,7 @@ async fn unreachable_redis_is_unavailable_not_a_hang() {
             prefix: "ptest".into(),
             timeout: Duration::from_millis(300),
             min_replicas_acked: 0,
+            partition_close: None,
         },
     )
     .unwrap();

@@ -241,6 +241,11 @@ impl Collector {
     pub fn frames(&self) -> Vec<Frame> {
         self.frames.lock().unwrap().clone()
     }
+
+    /// Wait for the stream to end; why it did.
+    pub async fn ended(&mut self) -> String {
+        (&mut self.task).await.unwrap_or_else(|e| e.to_string())
+    }
 }
 
 impl Drop for Collector {

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::harness::{cursor_of_id, free_port, own_redis, redis_node, RedisServer, DEADLINE};
+use super::harness::{
+    cursor_of_id, free_port, own_redis, readiness, redis_node, RedisServer, DEADLINE,
+};
 use crate::common::{tempdir, Sse};
 
 /// A redis-server on `port` with its data in `dir` as an append-only file,
@@ -66,26 +68,6 @@ async fn post_until_ok(http: &reqwest::Client, base: &str, i: u64, when: &str) -
 }
 
 /// Poll `/readyz` until it answers `want` (bounded).
-async fn readiness(http: &reqwest::Client, base: &str, want: u16) {
-    let deadline = Instant::now() + DEADLINE;
-    loop {
-        let got = http
-            .get(format!("{base}/readyz"))
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16();
-        if got == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "readyz stayed {got}, wanted {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 #[tokio::test]
 async fn redis_outage_gives_503_and_streams_continue_when_it_is_back() {

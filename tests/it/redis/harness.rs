@@ -167,25 +167,7 @@ impl Cluster {
 
     /// The whole event log of `session` on node `i`, paged like a client.
     pub async fn log(&self, i: usize, session: &str) -> (Value, Vec<(u64, Value)>) {
-        let mut out = Vec::new();
-        let mut after = 0;
-        loop {
-            let (status, text) = self
-                .get_text(
-                    i,
-                    &format!("/v1/sessions/{session}/events?after={after}&limit=1000"),
-                )
-                .await;
-            assert_eq!(status, 200, "node {i}: event log of {session}: {text}");
-            let page: Value = serde_json::from_str(&text).expect("log page is JSON");
-            for e in page["events"].as_array().expect("events") {
-                out.push((e["cursor"].as_u64().expect("cursor"), e["event"].clone()));
-            }
-            match page["nextAfter"].as_u64() {
-                Some(n) => after = n,
-                None => return (page, out),
-            }
-        }
+        log_at(&self.http, self.base(i), session).await
     }
 
     pub async fn sse(&self, i: usize, session: &str, query: &str, last_id: Option<u64>) -> RawSse {
@@ -215,6 +197,55 @@ impl Drop for Cluster {
         if let Err(e) = agent_projector::store::redis::purge_prefix(&self.url, &self.prefix) {
             eprintln!("note: keys with prefix {} left in Redis: {e}", self.prefix);
         }
+    }
+}
+
+/// The whole event log of `session` on the node at `base`, paged like a
+/// client: the last page, and every `(cursor, event)`.
+pub async fn log_at(
+    http: &reqwest::Client,
+    base: &str,
+    session: &str,
+) -> (Value, Vec<(u64, Value)>) {
+    let mut out = Vec::new();
+    let mut after = 0;
+    loop {
+        let url = format!("{base}/v1/sessions/{session}/events?after={after}&limit=1000");
+        let r = tokio::time::timeout(DEADLINE, http.get(&url).send())
+            .await
+            .unwrap_or_else(|_| panic!("GET {url} timed out"))
+            .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap_or_default();
+        assert_eq!(status, 200, "{base}: event log of {session}: {text}");
+        let page: Value = serde_json::from_str(&text).expect("log page is JSON");
+        for e in page["events"].as_array().expect("events") {
+            out.push((e["cursor"].as_u64().expect("cursor"), e["event"].clone()));
+        }
+        match page["nextAfter"].as_u64() {
+            Some(n) => after = n,
+            None => return (page, out),
+        }
+    }
+}
+
+/// Poll `base`'s `/readyz` every 50 ms until it answers `want` (at most
+/// `DEADLINE`).
+pub async fn readiness(http: &reqwest::Client, base: &str, want: u16) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        let got = match http.get(format!("{base}/readyz")).send().await {
+            Ok(r) => r.status().as_u16(),
+            Err(_) => 0,
+        };
+        if got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{base}: readyz stayed {got}, wanted {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -268,8 +299,23 @@ impl RedisServer {
     /// Start on 127.0.0.1:`port` with its data in `dir` and `args`; wait
     /// until it accepts connections.
     pub fn start(port: u16, dir: &Path, args: &[&str]) -> RedisServer {
-        let mut child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1"]);
+        RedisServer::launch(cmd, port, dir, args)
+    }
+
+    /// Start in network namespace `netns`, on every address it has, with
+    /// no persistence.
+    pub fn start_in(netns: &str, port: u16, dir: &Path) -> RedisServer {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", netns, "redis-server"])
+            .args(["--port", &port.to_string(), "--bind", "0.0.0.0"])
+            .args(["--protected-mode", "no", "--save", "", "--appendonly", "no"]);
+        RedisServer::launch(cmd, port, dir, &[])
+    }
+
+    fn launch(mut cmd: Command, port: u16, dir: &Path, args: &[&str]) -> RedisServer {
+        let mut child = cmd
             .arg("--dir")
             .arg(dir)
             .args(args)

@@ -11,6 +11,9 @@
 //!   `redis-cli`) on free ports, which must then be on the PATH: Redis going
 //!   down and coming back (with or without its data), acknowledgement by a
 //!   replica, and a three-primary Redis Cluster.
+//! - `partition`: Redis in a network namespace of its own, two nodes
+//!   reaching it over veth links; one node's link delayed, cut (packets
+//!   dropped) and healed while both ingest and serve (needs root).
 //! - `harness`: the switch, the processes, and a byte-exact SSE reader;
 //!   `checks`: the events posted and the checks on what comes back.
 //!
@@ -26,5 +29,6 @@ mod faults;
 mod harness;
 mod index;
 mod order;
+mod partition;
 mod producers;
 mod silence;
