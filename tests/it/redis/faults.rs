@@ -4,7 +4,9 @@
 //! the same streams continue with the next cursor (no gap, no duplicate);
 //! when it comes back empty, subscribers get `reset` + `snapshot`, never
 //! silently wrong data. With `redis.min_replicas_acked`, an ingest is
-//! acknowledged only once a replica has it.
+//! acknowledged only once a replica has it; a replica promoted after its
+//! primary died has every acknowledged event with it, and may lack some
+//! without it (what `min_replicas_acked = 0` risks, shown).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use super::harness::{
-    cursor_of_id, free_port, own_redis, readiness, redis_node, RedisServer, DEADLINE,
+    cursor_of_id, free_port, own_redis, readiness, redis_node, Proxy, RedisServer, DEADLINE,
 };
 use crate::common::{tempdir, Sse};
 
@@ -194,4 +196,97 @@ async fn acknowledged_only_once_a_replica_has_it() {
         "{out}"
     );
     assert_eq!(out["cursor"], 2);
+}
+
+/// A failover to a replica that missed the last writes: the replication
+/// link is cut (bytes dropped) while the primary takes event 2, the primary
+/// dies, the replica is promoted. With `min_replicas_acked = 0` event 2 was acknowledged and
+/// is gone (the risk that setting takes); with 1 it was refused (503), and
+/// every acknowledged event is on the promoted replica.
+#[tokio::test]
+async fn a_promoted_replica_has_every_acknowledged_event_only_with_wait() {
+    if !own_redis(
+        "a_promoted_replica_has_every_acknowledged_event_only_with_wait",
+        &["redis-server"],
+    ) {
+        return;
+    }
+    for want in ["0", "1"] {
+        let (port, replica_port) = (free_port(), free_port());
+        let primary = durable_redis(port, &tempdir("redis-primary"), &[]);
+        // The replica follows its primary through a path that can be cut.
+        let link = Proxy::start(format!("127.0.0.1:{port}")).await;
+        let replica_args = ["--replicaof", "127.0.0.1", &link.port.to_string()];
+        let _replica = durable_redis(replica_port, &tempdir("redis-replica"), &replica_args);
+        let envs = [
+            ("PROJECTOR_REDIS__TIMEOUT_MS", "1000"),
+            ("PROJECTOR_REDIS__MIN_REPLICAS_ACKED", want),
+        ];
+        let node = redis_node(&format!("redis://127.0.0.1:{port}"), &envs);
+        let base = format!("http://{}", node.addr());
+        let http = reqwest::Client::new();
+        let first = post_until_ok(&http, &base, 1, "with the replica up").await;
+        assert_eq!(first["cursor"], 1, "{first}");
+        // Event 1 is on the replica before it stops.
+        let mut direct = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            // (Each WAIT bounded by the server within the client's timeout.)
+            let synced: u64 = redis::cmd("WAIT")
+                .arg(1)
+                .arg(200)
+                .query_async(&mut direct)
+                .await
+                .unwrap();
+            if synced == 1 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the replica has event 1");
+        }
+
+        link.cut.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (status, body, _) = post(&http, &base, 2).await;
+        primary.kill();
+        let mut promoted = redis::Client::open(format!("redis://127.0.0.1:{replica_port}"))
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let _: () = redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query_async(&mut promoted)
+            .await
+            .unwrap();
+        drop(node);
+        // The promoted replica has no replica of its own yet: the node on it
+        // asks for none.
+        let alone = [("PROJECTOR_REDIS__TIMEOUT_MS", "1000")];
+        let node = redis_node(&format!("redis://127.0.0.1:{replica_port}"), &alone);
+        let base = format!("http://{}", node.addr());
+        readiness(&http, &base, 200).await;
+        let (_, log) = super::harness::log_at(&http, &base, "s").await;
+        let ids: Vec<&str> = log.iter().map(|(_, e)| e["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["e1"], "the promoted replica has what it had ({want})");
+        if want == "0" {
+            assert_eq!(status, 200, "acknowledged by the primary alone: {body}");
+            // Acknowledged, and lost in the failover.
+        } else {
+            assert_eq!(
+                (status, &body["code"]),
+                (503, &json!("store_unavailable")),
+                "refused: no replica confirmed it: {body}"
+            );
+            // Not acknowledged, so not lost: the producer's retry lands.
+            let out = post_until_ok(&http, &base, 2, "on the promoted replica").await;
+            assert_eq!(
+                (out["accepted"].as_u64(), out["cursor"].as_u64()),
+                (Some(1), Some(2))
+            );
+        }
+    }
 }

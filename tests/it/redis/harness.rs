@@ -7,10 +7,14 @@
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 
 use crate::common::Proc;
 
@@ -355,6 +359,88 @@ impl Drop for RedisServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+// ---------------------------------------------------------------------------
+// A network path that can be slowed down and cut.
+
+/// A TCP proxy on 127.0.0.1 to `upstream` (this kernel has no `sch_netem`):
+/// it holds every chunk for `delay_ms` (with up to half of it again as
+/// jitter), each direction in order, and while `cut` it drops them (the
+/// connections stay open, nothing passes: a partition as TCP sees it).
+pub struct Proxy {
+    pub port: u16,
+    pub delay_ms: Arc<AtomicU64>,
+    pub cut: Arc<AtomicBool>,
+}
+
+impl Proxy {
+    pub async fn start(upstream: String) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let p = Proxy {
+            port,
+            delay_ms: Arc::default(),
+            cut: Arc::default(),
+        };
+        let (delay, cut) = (p.delay_ms.clone(), p.cut.clone());
+        tokio::spawn(async move {
+            while let Ok((down, _)) = listener.accept().await {
+                let (upstream, delay, cut) = (upstream.clone(), delay.clone(), cut.clone());
+                tokio::spawn(async move {
+                    // A cut link: the connect hangs, as it would for the node.
+                    let Ok(up) = TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    let (dr, dw) = down.into_split();
+                    let (ur, uw) = up.into_split();
+                    tokio::spawn(pipe(dr, uw, delay.clone(), cut.clone()));
+                    tokio::spawn(pipe(ur, dw, delay, cut));
+                });
+            }
+        });
+        p
+    }
+}
+
+/// Copy `from` to `to`, each chunk `delay` later than it was read, none
+/// while `cut`.
+async fn pipe(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    delay: Arc<AtomicU64>,
+    cut: Arc<AtomicBool>,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let writer = tokio::spawn(async move {
+        while let Some((at, bytes)) = rx.recv().await {
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&bytes).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut last = tokio::time::Instant::now();
+    while let Ok(n @ 1..) = from.read(&mut buf).await {
+        if cut.load(Ordering::Relaxed) {
+            continue;
+        }
+        let d = delay.load(Ordering::Relaxed);
+        let jitter = if d == 0 {
+            0
+        } else {
+            u64::from(uuid::Uuid::new_v4().as_u128() as u16) % (d / 2 + 1)
+        };
+        // Never before the previous chunk: the stream keeps its order.
+        let at = (tokio::time::Instant::now() + Duration::from_millis(d + jitter)).max(last);
+        last = at;
+        if tx.send((at, buf[..n].to_vec())).is_err() {
+            break;
+        }
+    }
+    drop(tx);
+    let _ = writer.await;
 }
 
 // ---------------------------------------------------------------------------

@@ -14,18 +14,17 @@
 
 use std::collections::HashMap;
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use super::checks::{assert_gapless, assert_same_frames, Collector};
 use super::harness::{
-    free_port, log_at, own_redis, readiness, redis_node, Frame, RawSse, RedisServer, DEADLINE,
+    free_port, log_at, own_redis, readiness, redis_node, Frame, Proxy, RawSse, RedisServer,
+    DEADLINE,
 };
 use crate::common::{tempdir, Proc};
 
@@ -98,73 +97,6 @@ impl Drop for Netns {
     fn drop(&mut self) {
         let _ = ip(&["netns", "del", &self.name]);
     }
-}
-
-/// A TCP proxy to `upstream` that holds every chunk for `delay_ms` (with
-/// up to half of it again as jitter), each direction in order.
-struct Delayer {
-    port: u16,
-    delay_ms: Arc<AtomicU64>,
-}
-
-impl Delayer {
-    async fn start(upstream: String) -> Delayer {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let delay_ms = Arc::new(AtomicU64::new(0));
-        let delay = delay_ms.clone();
-        tokio::spawn(async move {
-            while let Ok((down, _)) = listener.accept().await {
-                let (upstream, delay) = (upstream.clone(), delay.clone());
-                tokio::spawn(async move {
-                    // A cut link: the connect hangs, as it would for the node.
-                    let Ok(up) = TcpStream::connect(&upstream).await else {
-                        return;
-                    };
-                    let (dr, dw) = down.into_split();
-                    let (ur, uw) = up.into_split();
-                    tokio::spawn(pipe(dr, uw, delay.clone()));
-                    tokio::spawn(pipe(ur, dw, delay));
-                });
-            }
-        });
-        Delayer { port, delay_ms }
-    }
-}
-
-/// Copy `from` to `to`, each chunk `delay` later than it was read.
-async fn pipe(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    delay: Arc<AtomicU64>,
-) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
-    let writer = tokio::spawn(async move {
-        while let Some((at, bytes)) = rx.recv().await {
-            tokio::time::sleep_until(at).await;
-            if to.write_all(&bytes).await.is_err() {
-                return;
-            }
-        }
-    });
-    let mut buf = vec![0u8; 16 * 1024];
-    let mut last = tokio::time::Instant::now();
-    while let Ok(n @ 1..) = from.read(&mut buf).await {
-        let d = delay.load(Ordering::Relaxed);
-        let jitter = if d == 0 {
-            0
-        } else {
-            u64::from(uuid::Uuid::new_v4().as_u128() as u16) % (d / 2 + 1)
-        };
-        // Never before the previous chunk: the stream keeps its order.
-        let at = (tokio::time::Instant::now() + Duration::from_millis(d + jitter)).max(last);
-        last = at;
-        if tx.send((at, buf[..n].to_vec())).is_err() {
-            break;
-        }
-    }
-    drop(tx);
-    let _ = writer.await;
 }
 
 /// What one writer was answered.
@@ -262,7 +194,7 @@ async fn a_partitioned_node_refuses_and_its_readers_resume_elsewhere() {
     };
     let port = free_port();
     let _redis = RedisServer::start_in(&ns.name, port, &tempdir("redis-netns"));
-    let delayer = Delayer::start(format!("10.201.1.2:{port}")).await;
+    let proxy = Proxy::start(format!("10.201.1.2:{port}")).await;
     let prefix = format!("ptest-{}", uuid::Uuid::new_v4().simple());
     let envs = [
         ("PROJECTOR_REDIS__PREFIX", prefix.as_str()),
@@ -271,7 +203,7 @@ async fn a_partitioned_node_refuses_and_its_readers_resume_elsewhere() {
     ];
     let nodes: Vec<Proc> = [
         format!("redis://10.201.0.2:{port}"),
-        format!("redis://127.0.0.1:{}", delayer.port),
+        format!("redis://127.0.0.1:{}", proxy.port),
     ]
     .iter()
     .map(|url| redis_node(url, &envs))
@@ -298,11 +230,11 @@ async fn a_partitioned_node_refuses_and_its_readers_resume_elsewhere() {
     .await;
 
     // Delayed: node 1 goes on, slower.
-    delayer.delay_ms.store(100, Ordering::Relaxed);
+    proxy.delay_ms.store(100, Ordering::Relaxed);
     // (An ingest takes several round trips to Redis: about 2 s here.)
     let before = acked(&a1);
     until("node 1 acks under delay", || acked(&a1) >= before + 3).await;
-    delayer.delay_ms.store(0, Ordering::Relaxed);
+    proxy.delay_ms.store(0, Ordering::Relaxed);
 
     // Cut: node 1 refuses, node 0 goes on; node 1's subscriber is let go
     // and resumes on node 0.
