@@ -31,6 +31,7 @@ mod clients;
 mod floor;
 mod publish;
 mod servers;
+mod soak;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -869,6 +870,40 @@ async fn run(scale: Scale) -> Value {
         }
         servers::use_build(None);
         report["memory"] = json!(rows);
+    }
+
+    // The soak runs for half an hour: only when asked for by name (and
+    // for seconds under `cargo test`).
+    let soak_asked =
+        std::env::var("LOAD_SECTIONS").is_ok_and(|v| v.split(',').any(|s| s == "soak"));
+    if soak_asked || (!scale.full && section("soak")) {
+        let plan = if scale.full {
+            let secs = std::env::var("LOAD_SOAK_SECS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1800);
+            soak::Plan {
+                total: Duration::from_secs(secs),
+                sample: Duration::from_secs(10),
+                generation: Duration::from_secs(60),
+            }
+        } else {
+            soak::Plan {
+                total: Duration::from_secs(4),
+                sample: Duration::from_millis(500),
+                generation: Duration::from_secs(1),
+            }
+        };
+        println!(
+            "== soak ({} s, a sample every {:?})",
+            plan.total.as_secs(),
+            plan.sample
+        );
+        let dir = tmp.join("soak");
+        let env = soak::server_env(plan);
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let server = servers::projector("embedded", &dir, &env);
+        report["soak"] = soak::soak(&server, plan).await;
     }
 
     if section("replay") {

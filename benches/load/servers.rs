@@ -43,6 +43,17 @@ impl Server {
     }
 }
 
+impl Server {
+    /// File descriptors the server process holds open (0 for a server
+    /// started elsewhere).
+    pub fn open_files(&self) -> usize {
+        let Some(child) = &self.child else {
+            return 0;
+        };
+        std::fs::read_dir(format!("/proc/{}/fd", child.id())).map_or(0, |d| d.count())
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         if let Some(child) = &mut self.child {

@@ -59,6 +59,11 @@ pub async fn get_readyz(State(st): State<AppState>) -> Result<Json<Health>, Prob
 pub async fn get_metrics(State(st): State<AppState>, caller: Caller) -> Result<Response, Problem> {
     caller.require(Scope::Admin, None)?;
     metrics::gauge!("projector_sessions_in_registry").set(st.registry.live() as f64);
+    metrics::gauge!("projector_runtime_tasks").set(
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks() as f64,
+    );
     let mut resp = (StatusCode::OK, st.metrics.render()).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
