@@ -19,8 +19,10 @@
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use std::convert::Infallible;
+
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::Response;
 use axum::routing::post;
 use bytes::{Bytes, BytesMut};
 use futures_util::{FutureExt, SinkExt, StreamExt};
@@ -89,16 +91,8 @@ pub async fn post_publish(
     let publisher = Publisher::new(st.clone(), caller, session.0, key);
     let (tx, rx) = mpsc::channel::<Bytes>(ACKS_QUEUED);
     tokio::spawn(read_body(st, publisher, body, tx));
-    let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, std::io::Error>);
-    let mut resp = Body::from_stream(stream).into_response();
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-ndjson"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(resp)
+    let acks = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, Infallible>);
+    Ok(crate::stream::sse::streamed(acks, "application/x-ndjson"))
 }
 
 /// The body must be NDJSON (or say nothing of its type).

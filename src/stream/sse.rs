@@ -102,13 +102,19 @@ pub fn bytes_response(
 pub(crate) fn event_stream(
     body: impl Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static,
 ) -> Response {
+    streamed(body, "text/event-stream")
+}
+
+/// A 200 response of `content_type` streamed from `body` as it comes,
+/// uncached and unbuffered by proxies.
+pub(crate) fn streamed<E: Into<axum::BoxError>>(
+    body: impl Stream<Item = Result<Bytes, E>> + Send + 'static,
+    content_type: &'static str,
+) -> Response {
     let mut resp = Response::new(Body::from_stream(body));
     *resp.status_mut() = StatusCode::OK;
     let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
