@@ -29,6 +29,7 @@
 
 mod clients;
 mod floor;
+mod ingest_floor;
 mod publish;
 mod servers;
 mod soak;
@@ -512,6 +513,9 @@ fn main() {
         let shards = value("--shards").and_then(|v| v.parse().ok()).unwrap_or(0);
         return floor::main(value("--listen").unwrap_or("127.0.0.1:0"), shards);
     }
+    if args.iter().any(|a| a == "--ingest-floor") {
+        return ingest_floor::main("127.0.0.1:0");
+    }
     let full = std::env::args().any(|a| a == "--bench");
     let scale = if full {
         Scale {
@@ -633,6 +637,18 @@ async fn run(scale: Scale) -> Value {
                 );
             }
         }
+        // The floor of item 3: axum parsing the body, nothing else.
+        let floor = servers::ingest_floor();
+        for batch in [1usize, 100] {
+            let f = ingest(&floor, batch, scale.ingest_events).await;
+            println!(
+                "floor (axum, parse only) batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms",
+                f.events_per_s, f.p50_ms, f.p99_ms
+            );
+            ingest_rows.push(json!({"server": "floor", "store": "none", "batch": batch,
+                "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms}));
+        }
+        drop(floor);
         if let Some(a) = &anchor {
             for batch in [1usize, 100, 1000] {
                 let f = ingest(a, batch, scale.ingest_events).await;

@@ -196,6 +196,21 @@ pub fn cpu_secs(pid: &str) -> f64 {
     (f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)) as f64 / 100.0
 }
 
+/// The ingest floor (`ingest_floor.rs`): this same binary in that mode.
+pub fn ingest_floor() -> Server {
+    let mut child = Command::new(std::env::current_exe().expect("own path"))
+        .arg("--ingest-floor")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the ingest floor");
+    let addr = wait_for_addr(&mut child, "listening on http://");
+    Server {
+        addr,
+        child: Some(child),
+    }
+}
+
 /// The floor server (`floor.rs`): this same binary in its serving mode,
 /// with `shards` writer shards per session (0: a task per subscriber).
 pub fn floor(shards: usize) -> Server {
