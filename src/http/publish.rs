@@ -156,10 +156,15 @@ async fn read_body(st: AppState, mut p: Publisher, body: Body, tx: mpsc::Sender<
         };
         buf.extend_from_slice(&chunk);
         // Whatever else has come is appended with it.
+        let mut cut_off = false;
         while buf.len() < APPEND_BYTES {
             match data.try_recv() {
                 Ok(Ok(more)) => buf.extend_from_slice(&more),
-                _ => break,
+                Ok(Err(_)) => {
+                    cut_off = true;
+                    break;
+                }
+                Err(_) => break,
             }
         }
         let Some(cut) = buf.iter().rposition(|b| *b == b'\n') else {
@@ -175,6 +180,9 @@ async fn read_body(st: AppState, mut p: Publisher, body: Body, tx: mpsc::Sender<
                     .line,
                 );
             }
+            if cut_off {
+                return;
+            }
             continue;
         };
         let complete = buf.split_to(cut + 1);
@@ -182,6 +190,10 @@ async fn read_body(st: AppState, mut p: Publisher, body: Body, tx: mpsc::Sender<
         merge(&mut pending, ack);
         if let Some(s) = stop {
             break Some(s.line);
+        }
+        if cut_off {
+            // The producer went away: the whole lines it sent stand.
+            return;
         }
     };
     // The reader is owed the rest: it may read only once its body is sent.

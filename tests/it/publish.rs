@@ -328,3 +328,47 @@ async fn read_ws(ws: &mut Ws) -> Option<Value> {
         }
     }
 }
+
+#[tokio::test]
+async fn a_producer_cut_mid_line_leaves_its_whole_lines_and_nothing_else() {
+    use tokio::io::AsyncWriteExt;
+    let srv = TestServer::builder().start().await;
+    let mut s = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    let lines = format!("{}{}", line("c0", "x"), line("c1", "y"));
+    // The last line is whole JSON, but its newline never comes: a cut body
+    // cannot say it was complete.
+    let unfinished = line("c2", "z");
+    let half = unfinished.trim_end();
+    let chunk = |t: &str| format!("{:x}\r\n{t}\r\n", t.len());
+    let req = format!(
+        "POST /v1/sessions/cut/publish HTTP/1.1\r\nhost: x\r\ncontent-type: application/x-ndjson\r\n\
+         transfer-encoding: chunked\r\n\r\n{}{}",
+        chunk(&lines),
+        chunk(half)
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    // Both whole lines are acknowledged before the connection goes.
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("\"to\":1") {
+        use tokio::io::AsyncReadExt;
+        let n = tokio::time::timeout(WAIT, s.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            n > 0,
+            "answer ended early: {}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    drop(s);
+    // A new request on the session goes after them: nothing of the line
+    // whose end never came.
+    let (status, out) = srv
+        .post("cut", &serde_json::from_str(&line("c3", "w")).unwrap())
+        .await;
+    assert_eq!((status, &out["cursor"]), (200, &json!(3)), "{out}");
+    assert_eq!(logged(&srv, "cut").await, ["c0", "c1", "c3"]);
+}
