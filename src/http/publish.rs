@@ -15,7 +15,7 @@
 //!   lines; each answer is a text message (`ack`, or `error` before a close).
 //!
 //! What arrives while an append is being made durable goes into the next
-//! one (one batch per append, all or none); see [`publisher`].
+//! one (one batch per append, all or none); see `publisher`.
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
