@@ -4,9 +4,10 @@
 //! `<epoch>:<cursor>` ids. A `snapshot` frame becomes the Umo message
 //! bodies of the snapshot's messages; a `delta` frame becomes the Umo
 //! content-block updates of the messages it touches
-//! ([`crate::projection::umo_live`], `strategy: append | merge`); a frame
-//! that touches no message's content is left out; `reset` and `live` pass
-//! as they are.
+//! ([`crate::projection::umo_live`], `strategy: append | merge`); a step
+//! tried again (`data-superseded`) makes its message's entry `replace:
+//! true`, its blocks as they stand first; a frame that touches no
+//! message's content is left out; `reset` and `live` pass as they are.
 //!
 //! Unlike the session stream, this view does JSON work per subscriber (it
 //! reads each frame it maps); it is for Umo widgets, not for fan-out to
@@ -19,7 +20,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::frame::{Frame, FrameKind, SharedFrame};
-use crate::projection::{umo_blocks, umo_live, Message, Role};
+use crate::projection::{superseded_message, umo_blocks, umo_live, Message, Role};
 
 /// Umo frames of a session's frames.
 pub fn frames(
@@ -98,8 +99,24 @@ impl View {
                 self.roles.insert(mid.clone(), r);
             }
             let role = self.roles.get(&mid).copied().unwrap_or(Role::Assistant);
-            let u = umo_live::update(role, &e.chunk);
-            if u.status.is_none() && u.blocks.is_empty() {
+            let superseded = e.chunk.get("type").and_then(Value::as_str) == Some("data-superseded");
+            let (status, blocks) = if superseded {
+                // A step tried again: the message's blocks as they stand.
+                let Some(m) = superseded_message(&mid, role, &e.chunk["data"]) else {
+                    continue;
+                };
+                (
+                    None,
+                    umo_blocks::message(&m)["content"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default(),
+                )
+            } else {
+                let u = umo_live::update(role, &e.chunk);
+                (u.status, u.blocks)
+            };
+            if status.is_none() && blocks.is_empty() && !superseded {
                 continue;
             }
             let m = by_id.entry(mid.clone()).or_insert_with(|| {
@@ -110,11 +127,16 @@ impl View {
                 m.insert("content".into(), json!([]));
                 m
             });
-            if let Some(st) = u.status {
+            if superseded {
+                // The blocks before it in this frame went with the old try.
+                m.insert("replace".into(), true.into());
+                m.insert("content".into(), json!([]));
+            }
+            if let Some(st) = status {
                 m.insert("status".into(), st.into());
             }
             if let Some(Value::Array(c)) = m.get_mut("content") {
-                c.extend(u.blocks);
+                c.extend(blocks);
             }
         }
         if order.is_empty() {

@@ -215,7 +215,8 @@ async fn session_updates_and_retryable_failures_reach_the_session_list() {
 }
 
 /// A Umo consumer: messages by id, content blocks by id, with `append`
-/// adding text and `merge` replacing fields (seed 001 `strategy`).
+/// adding text and `merge` replacing fields (seed 001 `strategy`); an
+/// entry with `replace: true` drops the message's blocks first.
 #[derive(Default)]
 struct UmoClient {
     messages: Vec<Value>,
@@ -234,6 +235,9 @@ impl UmoClient {
                         self.messages.len() - 1
                     });
                     let msg = &mut self.messages[i];
+                    if m["replace"] == true {
+                        msg["content"] = json!([]);
+                    }
                     if let Some(st) = m.get("status") {
                         msg["status"] = st.clone();
                     }
@@ -405,6 +409,85 @@ async fn a_umo_consumer_follows_a_session_live_and_resumes_exactly() {
         resumed.apply(&e.data);
     }
     assert_eq!(resumed.markdown("msg-2"), "Hello. Done.");
+}
+
+#[tokio::test]
+async fn a_umo_consumer_following_live_holds_only_the_last_try_of_a_step() {
+    let srv = TestServer::builder().start().await;
+    let ev = |n: u32, ty: &str, step: Option<(&str, &str)>, extra: Value| {
+        let mut e = json!({"id": format!("r{n}"), "type": ty, "runId": "r", "turnId": "t",
+                           "messageId": "m1"});
+        if let Some((s, a)) = step {
+            e["stepId"] = s.into();
+            e["attemptId"] = a.into();
+        }
+        if let (Value::Object(a), Value::Object(b)) = (&mut e, extra) {
+            a.extend(b);
+        }
+        e
+    };
+    srv.post("umo-retry", &ev(1, "run.started", None, json!({})))
+        .await;
+    let mut sse = srv.sse("umo-retry", "?format=umo", None).await;
+    let mut client = UmoClient::default();
+    client.apply(&sse.next().await.unwrap().data);
+    let tool = |id: &str, url: &str| json!({"toolCallId": id, "payload": {"toolName": "fetch", "input": {"url": url}}});
+    let events = [
+        ev(
+            2,
+            "text.delta",
+            Some(("s1", "a1")),
+            json!({"payload": {"delta": "Planning. "}}),
+        ),
+        ev(
+            3,
+            "text.delta",
+            Some(("s2", "a1")),
+            json!({"payload": {"delta": "First try"}}),
+        ),
+        ev(4, "tool.started", Some(("s2", "a1")), tool("c1", "a")),
+        ev(
+            5,
+            "text.delta",
+            Some(("s2", "a2")),
+            json!({"payload": {"delta": "Second try"}}),
+        ),
+        ev(6, "tool.started", Some(("s2", "a2")), tool("c2", "b")),
+        ev(7, "run.finished", None, json!({})),
+    ];
+    let mut replaced = 0;
+    for e in events {
+        srv.post("umo-retry", &e).await;
+        let f = sse.next().await.unwrap();
+        replaced += f.data["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["replace"] == true)
+            .count();
+        client.apply(&f.data);
+    }
+    assert_eq!(replaced, 1, "one replacement, at the second try");
+    assert_eq!(client.markdown("m1"), "Planning. Second try");
+    let calls: Vec<&Value> = client.messages[0]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["type"] == "toolcall")
+        .map(|b| &b["data"]["toolCallId"])
+        .collect();
+    assert_eq!(calls, [&json!("c2")], "{}", client.messages[0]);
+    // A consumer that comes later holds the same.
+    let mut later = UmoClient::default();
+    later.apply(
+        &srv.sse("umo-retry", "?format=umo", None)
+            .await
+            .next()
+            .await
+            .unwrap()
+            .data,
+    );
+    assert_eq!(later.markdown("m1"), client.markdown("m1"));
 }
 
 #[tokio::test]

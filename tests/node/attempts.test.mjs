@@ -3,13 +3,17 @@
 // transient `data-superseded` chunk and stays equal to the snapshot after
 // every event; a client of the AI SDK stream that comes later (the real
 // `ai` reader) never sees the earlier try; the live AI SDK stream carries
-// the announcement as a transient data chunk `ai`'s schema accepts.
+// the announcement as a transient data chunk `ai`'s schema accepts. An
+// `@ag-ui/client` agent following live gets one MESSAGES_SNAPSHOT that
+// takes the first try back, and ends with what a later client holds.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema } from 'ai';
 import { startServer, post, plain } from './lib/server.mjs';
 import { assertSameAsSnapshot } from './lib/client.mjs';
 import { connect } from '../../clients/js/src/index.js';
+import { EventType } from '@ag-ui/core';
+import { Follow, said } from './lib/ag-ui.mjs';
 
 let server;
 before(async () => {
@@ -68,7 +72,10 @@ test('a step tried again shows only its last try, live in the client library and
   for await (const c of chunks(live.body)) seen.push(c);
   const sup = seen.filter((c) => c.type === 'data-superseded');
   assert.equal(sup.length, 1);
-  assert.deepEqual({ ...sup[0].data }, { messageId: 'm1', fromPart: 1, stepId: 's2', attemptId: 'a2', previousAttemptId: 'a1' });
+  const { parts, ...announced } = sup[0].data;
+  assert.deepEqual(announced, { messageId: 'm1', fromPart: 1, stepId: 's2', attemptId: 'a2', previousAttemptId: 'a1' });
+  // The parts that stand: an AI SDK page can set them (`onData`).
+  assert.deepEqual(parts.map((p) => [p.type, p.text, p.state]), [['text', 'Planning. ', 'done']]);
   assert.equal(sup[0].transient, true);
   // A reader that comes later builds the message as it stands.
   const r = await fetch(`${server.base}/v1/sessions/${sid}/messages/m1/ui-stream`);
@@ -113,4 +120,32 @@ test('an ingested AI SDK stream that starts its message again after an abort sho
   const snap2 = await (await fetch(`${server.base}/v1/sessions/${cut}/snapshot`)).json();
   assert.equal(snap2.state.messages.find((x) => x.id === 'a2').status, 'aborted');
   assert.equal(snap2.state.runtime.status, 'cancelled');
+});
+
+test('an AG-UI client following live holds only the last try, as a client that joins later does', async () => {
+  const id = `${sid}-agui`;
+  const mine = (e) => ({ ...e, id: `${id}-${e.id}` });
+  // The client follows from the start: the empty session's closed run first.
+  let ready;
+  const joined = new Promise((r) => { ready = r; });
+  const live = new Follow(server.base, id, {
+    runId: 'r1',
+    onEvent: (e) => { if (e.type === EventType.RUN_FINISHED && e.runId !== 'r1') ready(); },
+  });
+  const following = live.runAgent();
+  await joined;
+  for (const e of events) await post(server.base, id, mine(e));
+  await following;
+  // One MESSAGES_SNAPSHOT mid-run took the first try back.
+  const snaps = live.seen.filter((e) => e.type === EventType.MESSAGES_SNAPSHOT);
+  assert.equal(snaps.length, 2, 'the join and the retry');
+  const later = new Follow(server.base, id);
+  await later.runAgent();
+  const text = JSON.stringify(live.messages);
+  assert.ok(!text.includes('First try') && !text.includes('"c1"'), text);
+  // The same messages; the new try's text segment is numbered after the
+  // dropped one on the live connection, so compare without ids.
+  const noIds = (ms) => said(ms).map(({ id: _, ...rest }) => rest);
+  assert.deepEqual(noIds(live.messages), noIds(later.messages));
+  assert.deepEqual(noIds(later.messages).map((m) => m.content ?? null), ['Planning. ', 'Second try', '{"summary":"200 OK","refs":[]}']);
 });

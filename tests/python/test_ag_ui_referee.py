@@ -9,7 +9,9 @@ the five ways a client meets it (issue 32):
    connection: no MESSAGES_SNAPSHOT, every missed text once);
 4. the gateway's answer to a run an AG-UI client (`HttpAgent`) asks for,
    with a real AG-UI agent upstream (events made by `ag-ui-protocol`);
-5. a live follow of `scripts/demo.sh`.
+5. a live follow of `scripts/demo.sh`;
+6. a live follow of a run whose step is tried again (one MESSAGES_SNAPSHOT
+   mid-run replaces what the first try wrote).
 
 Each capture must have no error and no warning. The only `info` allowed is
 AGUI208 on a resumed connection (a tool call whose parent message was
@@ -211,6 +213,38 @@ def test_a_live_follow_of_a_rich_run(server, tmp_path):
     texts = text_of(f.events)
     assert "Let me check." in texts.values() and "Fixed. All 42 pass." in texts.values(), texts
     referee(f.capture(tmp_path, "live"), ["shared-state"])
+
+
+def test_a_live_follow_of_a_step_tried_again(server, tmp_path):
+    """A step tried again mid-run (issue 35): the dropped try's text and
+    call end, one MESSAGES_SNAPSHOT says the message as it stands (without
+    the first try), the new try streams on; the referee finds nothing."""
+    sid = "ref-retry"
+    f = Follow(server.base, sid)
+    f.until(lambda e: e["type"] == "RUN_FINISHED")  # the join's closed run
+    step = lambda s, a: {"stepId": s, "attemptId": a}  # noqa: E731
+    evs = [
+        ("turn.submitted", {"payload": {"text": "Fetch the page."}}),
+        ("run.started", {}),
+        ("text.delta", {**step("s1", "a1"), "payload": {"delta": "Planning. "}}),
+        ("text.delta", {**step("s2", "a1"), "payload": {"delta": "First try"}}),
+        ("tool.started", {**step("s2", "a1"), "toolCallId": "c1",
+                          "payload": {"toolName": "fetch", "input": {"url": "a"}}}),
+        ("text.delta", {**step("s2", "a2"), "payload": {"delta": "Second try"}}),
+        ("tool.started", {**step("s2", "a2"), "toolCallId": "c2",
+                          "payload": {"toolName": "fetch", "input": {"url": "b"}}}),
+        ("tool.result", {**step("s2", "a2"), "toolCallId": "c2", "payload": {"summary": "200 OK"}}),
+        ("run.finished", {}),
+    ]
+    for i, (k, fields) in enumerate(evs):
+        post(server.base, sid, lime(sid, "run-1", i + 1, k, **fields))
+    f.until(finished("run-1"))
+    f.close()
+    snaps = [e for e in f.events if e["type"] == "MESSAGES_SNAPSHOT"]
+    assert len(snaps) == 2, [e["type"] for e in f.events]  # the join's, the retry's
+    said = json.dumps(snaps[1]["messages"])
+    assert "First try" not in said and '"c1"' not in said and "Planning. " in said, said
+    referee(f.capture(tmp_path, "retry"), ["shared-state"])
 
 
 def test_a_cut_follow_resumes_with_only_what_it_missed(server, tmp_path):

@@ -34,10 +34,16 @@ pub(super) fn segment_id(mid: &str, n: usize) -> String {
 /// belongs to the segment it follows. The snapshot and the live events
 /// walk a message's parts by this one rule, so that they name the same
 /// AG-UI messages.
+///
+/// After a step tried again, a live connection numbers the new try's
+/// segments after the ones it dropped (`floor`): an AG-UI message id is
+/// never used twice on one connection. A snapshot numbers them from what
+/// stands, so the ids of such segments differ between the two.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Segments {
     n: usize,
     used: bool,
+    floor: usize,
 }
 
 impl Segments {
@@ -46,8 +52,24 @@ impl Segments {
         if self.used {
             self.n += 1;
         }
+        self.n = self.n.max(self.floor);
         self.used = true;
         segment_id(mid, self.n)
+    }
+
+    /// These segments (of what stands of a message after a step tried
+    /// again) continue a connection that had `earlier`: new segments come
+    /// after every one `earlier` opened. With nothing left standing, even
+    /// a tool call opens a new one.
+    pub fn after(&mut self, earlier: Segments) {
+        self.floor = if earlier.used {
+            earlier.n + 1
+        } else {
+            earlier.floor
+        };
+        if !self.used {
+            self.n = self.floor;
+        }
     }
 
     /// A tool call begins: the AG-UI message it belongs to.

@@ -14,6 +14,7 @@ use crate::frame::{Frame, FrameKind};
 use crate::projection::{Message, Role};
 
 mod chunks;
+mod mirror;
 
 /// Statuses in which the snapshot's run is still going on.
 const ACTIVE: &[&str] = &["running", "preparing", "routing", "retrying", "blocked"];
@@ -51,6 +52,8 @@ pub(super) struct View {
     /// The runtime's failure category, as the run's error code.
     failure_code: Option<String>,
     books: Books,
+    /// The AG-UI messages this connection's client holds.
+    mirror: mirror::Mirror,
     /// Whether a run has ended on this connection.
     pub ended: bool,
 }
@@ -231,6 +234,7 @@ impl View {
         *self = View {
             thread: std::mem::take(&mut self.thread),
             ended: self.ended,
+            mirror: std::mem::take(&mut self.mirror),
             ..View::default()
         };
         let runtime = &s.state.runtime;
@@ -257,7 +261,14 @@ impl View {
             (Some(r), true) => Some(r.clone()),
             _ => None,
         };
-        let msgs = messages(&s.state.messages, &mut self.books);
+        // Each session message's AG-UI messages, kept with it.
+        let mut held = Vec::new();
+        for m in &s.state.messages {
+            let of = messages(std::slice::from_ref(m), &mut self.books);
+            held.extend(of.into_iter().map(|v| (m.id.to_string(), v)));
+        }
+        let msgs: Vec<Value> = held.iter().map(|(_, v)| v.clone()).collect();
+        self.mirror.snapshot(held);
         out.push(self.run_started(run, s.cursor.unwrap_or(0)));
         out.push(json!({"type": "MESSAGES_SNAPSHOT", "messages": msgs}));
         let app = if s.state.app.is_object() {
@@ -362,7 +373,11 @@ impl View {
                     self.books.agents.insert(mid.clone(), a);
                 }
             }
-            body.extend(self.chunk(&mid, &e.chunk));
+            let events = self.chunk(&mid, &e.chunk);
+            for ev in &events {
+                self.mirror.apply(&mid, ev);
+            }
+            body.extend(events);
         }
         let mut out = Vec::new();
         if class == "run.started" {

@@ -6,8 +6,9 @@
 //! with another `attemptId`, the earlier try's parts go (and the tools they
 //! showed end as `superseded`): the one direct part change besides
 //! reconciliation, announced by a transient `data-superseded` chunk
-//! (`{messageId, fromPart, stepId, attemptId, previousAttemptId}`) that a
-//! client applies by keeping the parts before `fromPart`. A client that
+//! (`{messageId, fromPart, stepId, attemptId, previousAttemptId, parts}`)
+//! that a client applies by keeping the parts before `fromPart` (`parts`:
+//! those parts, for a client that re-sends the message). A client that
 //! joins later never sees the earlier try: the snapshot and a message's
 //! replay hold only what stands.
 
@@ -15,7 +16,17 @@ use serde_json::json;
 
 use super::chunk::Chunk;
 use super::reducer::{nonempty, Reducer};
-use super::ui_message::Part;
+use super::ui_message::{Message, Part, Role};
+
+/// The message a `data-superseded` announcement (its `data`) says stands:
+/// message `mid` of `role` with the announcement's `parts`, for a view
+/// that re-sends the message (AG-UI, Umo). `None` if the parts do not read.
+pub fn superseded_message(mid: &str, role: Role, data: &serde_json::Value) -> Option<Message> {
+    let parts: Vec<Part> = serde_json::from_value(data.get("parts")?.clone()).ok()?;
+    let mut m = Message::new(mid, role, 0);
+    m.parts = parts;
+    Some(m)
+}
 
 /// A fact's step, seen before its handler ran.
 pub struct StepWatch {
@@ -103,6 +114,10 @@ impl Reducer<'_> {
             })
             .collect();
         m.truncate_parts(first_part);
+        // The parts that stand, for the views that cannot drop parts
+        // themselves (AG-UI and Umo re-send the message; an AI SDK page
+        // can set them).
+        let kept = serde_json::to_value(&m.parts).unwrap_or_default();
         let cursor = self.cursor;
         for id in gone {
             if let Some(t) = self.state.tools.get_mut(&id) {
@@ -123,6 +138,7 @@ impl Reducer<'_> {
                 "stepId": step,
                 "attemptId": attempt,
                 "previousAttemptId": previous,
+                "parts": kept,
             })),
             transient: true,
         };

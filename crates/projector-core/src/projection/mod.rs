@@ -84,6 +84,7 @@ mod tests_taxonomy;
 use serde::{Deserialize, Serialize};
 
 use crate::event::{taxonomy, Fact};
+pub use attempts::superseded_message;
 pub use chunk::{Chunk, ChunkOut, FinishReason, Origin, RawJson};
 pub use public_state::PublicState;
 use reducer::{Bookkeeping, Reducer};

@@ -3,14 +3,14 @@
 //! results, steps, activities; each under the AG-UI id the segment rule
 //! gives it.
 
-use indexmap::IndexMap;
+use indexmap::{IndexMap, IndexSet};
 use serde_json::{json, Value};
 
 use super::super::shapes::{
-    reasoning_closes, reasoning_id, reasoning_opens, role_name, tool_result,
+    messages, reasoning_closes, reasoning_id, reasoning_opens, role_name, tool_result,
 };
 use super::View;
-use crate::projection::Role;
+use crate::projection::{superseded_message, Role};
 
 /// Remove the open entries of `map` that belong to message `mid`; their ids.
 fn take_of(map: &mut IndexMap<String, String>, mid: &str) -> Vec<String> {
@@ -113,6 +113,7 @@ impl View {
             "data-activity" => out.push(json!({"type": "ACTIVITY_SNAPSHOT", "messageId": s("id"),
                 "activityType": c.pointer("/data/activityType").cloned().unwrap_or(json!("activity")),
                 "content": c.pointer("/data/content").cloned().unwrap_or(json!({}))})),
+            "data-superseded" => out.extend(self.supersede(mid, c)),
             "error" => self.failure = Some(s("errorText")),
             // A message's end ends whatever of it is open.
             "finish" | "abort" => out.extend(self.close_message(mid)),
@@ -195,6 +196,47 @@ impl View {
             json!({"type": "TOOL_CALL_START", "toolCallId": tc, "toolCallName": name,
                     "parentMessageId": parent}),
         )
+    }
+
+    /// A step of `mid` tried again (its `data-superseded` chunk `c`): what
+    /// of the message is open ends, the calls of the dropped try end
+    /// without a result, and everything the client holds goes out again in
+    /// one `MESSAGES_SNAPSHOT`, with the message as it now stands.
+    fn supersede(&mut self, mid: &str, c: &Value) -> Vec<Value> {
+        let role = self
+            .books
+            .roles
+            .get(mid)
+            .copied()
+            .unwrap_or(Role::Assistant);
+        let Some(mut m) = superseded_message(mid, role, &c["data"]) else {
+            return Vec::new();
+        };
+        m.agent_id = self.books.agents.get(mid).cloned();
+        let mut out = self.close_message(mid);
+        let kept: IndexSet<&str> = m.parts.iter().filter_map(|p| p.tool_call_id()).collect();
+        let gone: Vec<String> = self
+            .awaiting
+            .iter()
+            .filter(|(tc, of)| *of == mid && !kept.contains(tc.as_str()))
+            .map(|(tc, _)| tc.clone())
+            .collect();
+        for tc in gone {
+            self.awaiting.shift_remove(&tc);
+            self.streamed.shift_remove(&tc);
+            self.books.parents.remove(&tc);
+            if self.calls.shift_remove(&tc) {
+                out.push(json!({"type": "TOOL_CALL_END", "toolCallId": tc}));
+            }
+        }
+        let earlier = self.books.segments.remove(mid).unwrap_or_default();
+        let fresh = messages(std::slice::from_ref(&m), &mut self.books);
+        if let Some(segs) = self.books.segments.get_mut(mid) {
+            segs.after(earlier);
+        }
+        let all = self.mirror.replace(mid, fresh);
+        out.push(json!({"type": "MESSAGES_SNAPSHOT", "messages": all}));
+        out
     }
 
     /// A call's answer: its arguments end first if they were still open.

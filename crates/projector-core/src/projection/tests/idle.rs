@@ -201,6 +201,13 @@ fn a_new_attempt_of_a_step_replaces_the_earlier_one_once() {
     assert_eq!(sup.len(), 1);
     assert_eq!(sup[0]["data"]["fromPart"], 1);
     assert_eq!(sup[0]["data"]["previousAttemptId"], "a1");
+    // The parts that stand: step 1's text, ended.
+    let kept = sup[0]["data"]["parts"].as_array().expect("parts");
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(
+        (&kept[0]["type"], &kept[0]["text"], &kept[0]["state"]),
+        (&json!("text"), &json!("Planning. "), &json!("done"))
+    );
     assert_eq!(sup[0]["transient"], true);
     assert_eq!(r.part_types("m1"), ["text", "text"]);
     assert_eq!(
