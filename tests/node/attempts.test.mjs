@@ -74,7 +74,7 @@ test('a step tried again shows only its last try, live in the client library and
   assert.equal(sup.length, 1);
   const { parts, ...announced } = sup[0].data;
   assert.deepEqual(announced, { messageId: 'm1', fromPart: 1, stepId: 's2', attemptId: 'a2', previousAttemptId: 'a1' });
-  // The parts that stand: an AI SDK page can set them (`onData`).
+  // The parts that stand (what the AG-UI and Umo views send again).
   assert.deepEqual(parts.map((p) => [p.type, p.text, p.state]), [['text', 'Planning. ', 'done']]);
   assert.equal(sup[0].transient, true);
   // A reader that comes later builds the message as it stands.

@@ -115,8 +115,7 @@ impl Reducer<'_> {
             .collect();
         m.truncate_parts(first_part);
         // The parts that stand, for the views that cannot drop parts
-        // themselves (AG-UI and Umo re-send the message; an AI SDK page
-        // can set them).
+        // themselves (AG-UI and Umo re-send the message).
         let kept = serde_json::to_value(&m.parts).unwrap_or_default();
         let cursor = self.cursor;
         for id in gone {
