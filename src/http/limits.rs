@@ -123,20 +123,64 @@ impl Limiter {
     /// Reserve `bytes` of the request body budget while a body is read;
     /// 503 `server_busy` when the budget is spent.
     pub fn body_budget(&self, bytes: usize) -> Result<tokio::sync::OwnedSemaphorePermit, Problem> {
-        let permits = u32::try_from(kib(bytes)).unwrap_or(u32::MAX);
-        self.bodies
-            .clone()
-            .try_acquire_many_owned(permits)
-            .map_err(|_| {
-                metrics::counter!("projector_limit_hits_total", "limit" => "inflight_body_bytes")
-                    .increment(1);
-                Problem::unavailable(
-                    "server_busy",
-                    "too many request bodies are being read at once; retry shortly",
-                )
-            })
+        take_kib(&self.bodies, kib(bytes))
     }
 
+    /// A streamed body's share of the body budget (the streaming ingest),
+    /// following what the reader holds of it: nothing while it holds
+    /// nothing.
+    pub fn body_hold(&self) -> BodyHold {
+        BodyHold {
+            bodies: self.bodies.clone(),
+            held: None,
+        }
+    }
+}
+
+/// `n` KiB of the body budget; 503 `server_busy` when it is spent.
+fn take_kib(
+    bodies: &Arc<tokio::sync::Semaphore>,
+    n: usize,
+) -> Result<tokio::sync::OwnedSemaphorePermit, Problem> {
+    let permits = u32::try_from(n).unwrap_or(u32::MAX);
+    bodies.clone().try_acquire_many_owned(permits).map_err(|_| {
+        metrics::counter!("projector_limit_hits_total", "limit" => "inflight_body_bytes")
+            .increment(1);
+        Problem::unavailable(
+            "server_busy",
+            "too many request bodies are being read at once; retry shortly",
+        )
+    })
+}
+
+/// What a streamed body holds of the body budget; given back on drop.
+pub struct BodyHold {
+    bodies: Arc<tokio::sync::Semaphore>,
+    held: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl BodyHold {
+    /// Hold `bytes` now (more or fewer than before); 503 `server_busy`
+    /// when more cannot be had (what was held stays held).
+    pub fn hold(&mut self, bytes: usize) -> Result<(), Problem> {
+        let want = if bytes == 0 { 0 } else { kib(bytes) };
+        let have = self.held.as_ref().map_or(0, |p| p.num_permits());
+        if want > have {
+            let more = take_kib(&self.bodies, want - have)?;
+            match &mut self.held {
+                Some(p) => p.merge(more),
+                None => self.held = Some(more),
+            }
+        } else if want == 0 {
+            self.held = None;
+        } else if let Some(p) = &mut self.held {
+            drop(p.split(have - want));
+        }
+        Ok(())
+    }
+}
+
+impl Limiter {
     /// Charge `events` to the session's and the token's ingest rate.
     pub fn ingest(&self, session: &str, token: Option<&str>, events: usize) -> Result<(), Problem> {
         let now = Instant::now();
@@ -258,6 +302,22 @@ mod tests {
         assert_eq!((e.status, e.code.as_ref()), (503, "server_busy"));
         drop(a);
         assert!(l.body_budget(4096).is_ok());
+    }
+
+    #[test]
+    fn a_streamed_body_holds_what_it_buffers_and_gives_it_back() {
+        let l = Limiter::new(&cfg());
+        let mut a = l.body_hold();
+        a.hold(3000).expect("within the budget");
+        assert!(l.body_budget(2000).is_err(), "3 KiB of 4 are held");
+        let mut b = l.body_hold();
+        assert_eq!(b.hold(2048).unwrap_err().code, "server_busy");
+        a.hold(100).expect("shrinks");
+        b.hold(2048).expect("what a gave back");
+        assert!(l.body_budget(1024).is_ok(), "1 + 2 KiB held");
+        drop(b);
+        a.hold(0).unwrap();
+        assert!(l.body_budget(4096).is_ok(), "all of it back");
     }
 
     #[test]

@@ -15,7 +15,9 @@
 //!   lines; each answer is a text message (`ack`, or `error` before a close).
 //!
 //! What arrives while an append is being made durable goes into the next
-//! one (one batch per append, all or none); see `publisher`.
+//! one (one batch per append, all or none); see `publisher`. What a stream
+//! holds of lines not yet appended is charged to the body budget
+//! (`limits.max_inflight_body_bytes`), as a whole body's length is.
 
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
@@ -32,6 +34,7 @@ use tracing::instrument;
 
 use super::auth::{Caller, Scope};
 use super::error::Problem;
+use super::limits::BodyHold;
 use super::ws_upgrade::WsUpgrade;
 use super::{AppState, SessionId};
 use crate::stream::ws::{self, close, Conn};
@@ -118,6 +121,9 @@ async fn read_body(st: AppState, mut p: Publisher, body: Body, tx: mpsc::Sender<
     let max_line = st.cfg.ingest.max_body_bytes;
     let mut data = crate::gateway::read_ahead(body.into_data_stream());
     let mut buf = BytesMut::new();
+    // What `buf` holds is charged to the body budget, as a whole body's
+    // length is; an idle stream holds nothing.
+    let mut hold = st.limits.body_hold();
     // Acks the reader has not taken yet, merged.
     let mut pending: Option<Ack> = None;
     let last = loop {
@@ -167,6 +173,9 @@ async fn read_body(st: AppState, mut p: Publisher, body: Body, tx: mpsc::Sender<
                 Err(_) => break,
             }
         }
+        if let Err(e) = hold.hold(buf.len()) {
+            break Some(Stop::new(None, &e).line);
+        }
         let Some(cut) = buf.iter().rposition(|b| *b == b'\n') else {
             if buf.len() > max_line {
                 break Some(
@@ -187,6 +196,9 @@ async fn read_body(st: AppState, mut p: Publisher, body: Body, tx: mpsc::Sender<
         };
         let complete = buf.split_to(cut + 1);
         let (ack, stop) = p.lines(&complete).await;
+        drop(complete);
+        // Fewer bytes: never refused.
+        let _ = hold.hold(buf.len());
         merge(&mut pending, ack);
         if let Some(s) = stop {
             break Some(s.line);
@@ -238,14 +250,18 @@ pub async fn ws_publish(
     let publisher = Publisher::new(st.clone(), caller, session.0, None);
     let max = st.cfg.ingest.max_body_bytes;
     let (heartbeat, shutdown) = (st.heartbeat(), st.shutdown.clone());
+    let hold = st.limits.body_hold();
     Ok(upgrade.max_message(max).serve(&st, move |conn| {
-        serve_socket(conn, publisher, heartbeat, shutdown)
+        serve_socket(conn, publisher, hold, heartbeat, shutdown)
     }))
 }
 
+/// The publish socket's loop. The messages of one append are charged to
+/// the body budget while they are appended (`hold`).
 async fn serve_socket(
     conn: Conn,
     mut p: Publisher,
+    mut hold: BodyHold,
     heartbeat: std::time::Duration,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
@@ -289,7 +305,12 @@ async fn serve_socket(
                 None => break,
             }
         }
-        let (ack, stop) = p.lines(&text).await;
+        let (ack, stop) = match hold.hold(text.len()) {
+            Ok(()) => p.lines(&text).await,
+            Err(e) => (None, Some(Stop::new(None, &e))),
+        };
+        drop(text);
+        let _ = hold.hold(0);
         if let Some(a) = ack {
             if sink
                 .send(ws::message(&a.line(), &mut deflater))

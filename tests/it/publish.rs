@@ -372,3 +372,67 @@ async fn a_producer_cut_mid_line_leaves_its_whole_lines_and_nothing_else() {
     assert_eq!((status, &out["cursor"]), (200, &json!(3)), "{out}");
     assert_eq!(logged(&srv, "cut").await, ["c0", "c1", "c3"]);
 }
+
+/// Issue 36 item 4's streams are bodies too: what a publish stream holds of
+/// a line not yet appended is charged to `limits.max_inflight_body_bytes`,
+/// as a whole body's length is, and given back once the line is appended
+/// or the stream ends; an idle stream holds nothing.
+#[tokio::test]
+async fn a_publish_stream_holds_its_unfinished_line_against_the_body_budget() {
+    let srv = TestServer::builder()
+        .config(|c| {
+            c.ingest.max_body_bytes = 64 * 1024;
+            c.limits.max_inflight_body_bytes = 64 * 1024;
+        })
+        .start()
+        .await;
+    let big = |id: &str| line(id, &"x".repeat(40 * 1024));
+    let a_line = big("a1");
+    let cut = a_line.len() - 10;
+    let mut a = Publishing::open(&srv, "budget-a").await;
+    // 40 KiB of a line, short of its end.
+    a.send(a_line[..cut].to_string()).await;
+    // Once the server holds it, a 30 KiB body does not fit beside it (a
+    // body that is not JSON: refused after it is read, while it fits).
+    let probe = || async {
+        let resp = srv
+            .http
+            .post(srv.url("/v1/sessions/budget-probe/events"))
+            .header("content-type", "application/json")
+            .body(vec![b'x'; 30 * 1024])
+            .send()
+            .await
+            .unwrap();
+        resp.status().as_u16()
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        match probe().await {
+            503 => break,
+            400 => assert!(tokio::time::Instant::now() < deadline, "never held"),
+            other => panic!("the probe got {other}"),
+        }
+    }
+    // A second stream's 40 KiB do not fit either: it ends, 503.
+    let mut b = Publishing::open(&srv, "budget-b").await;
+    b.send(big("b1")[..cut].to_string()).await;
+    let refused = b.next().await.expect("an answer line");
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert_eq!(refused["problem"]["status"], 503, "{refused}");
+    assert_eq!(refused["problem"]["code"], "server_busy", "{refused}");
+    assert!(b.next().await.is_none(), "the refused stream ends");
+    // The first goes on: its line ends, and is appended.
+    a.send(a_line[cut..].to_string()).await;
+    let ack = a.next().await.expect("an ack");
+    assert_eq!(
+        (&ack["type"], &ack["accepted"]),
+        (&json!("ack"), &json!(1)),
+        "{ack}"
+    );
+    // Idle now, it holds nothing: a third stream's 40 KiB line goes in.
+    let mut c = Publishing::open(&srv, "budget-c").await;
+    c.send(big("c1")).await;
+    let ack = c.next().await.expect("an ack");
+    assert_eq!(ack["type"], "ack", "{ack}");
+    assert_eq!(logged(&srv, "budget-c").await, ["c1"]);
+}
