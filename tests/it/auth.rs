@@ -370,6 +370,66 @@ async fn a_stream_ends_with_a_clear_frame_when_its_token_expires() {
     assert!(sse.ends().await, "and the stream ends");
 }
 
+/// The AI SDK stream of a message that is still streaming ends, when the
+/// caller's token expires, as an AI SDK client understands: `abort`
+/// (`token expired`), then `[DONE]`, then the end of the body.
+#[tokio::test]
+async fn an_ai_sdk_message_stream_ends_with_an_abort_when_its_token_expires() {
+    let srv = jwt_server().await;
+    let publish = Tok::hs("publish", &["u"]).jwt();
+    let ev = |id: &str, ty: &str, extra: Value| {
+        let mut e = json!({"id": id, "type": ty, "runId": "r", "turnId": "t", "messageId": "m"});
+        e.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        e
+    };
+    let posted = srv
+        .http
+        .post(srv.url("/v1/sessions/u/events"))
+        .bearer_auth(&publish)
+        .json(&json!([
+            ev("1", "run.started", json!({})),
+            ev("2", "text.delta", json!({"payload": {"delta": "Hel"}})),
+        ]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(posted.status(), 200);
+    let tok = Tok::hs("subscribe", &["u"]).exp_in(2).jwt();
+    let r = srv
+        .http
+        .get(srv.url(&format!(
+            "/v1/sessions/u/messages/m/ui-stream?access_token={tok}"
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    // The whole body: it ends at the token's expiry, the message still open.
+    let body = tokio::time::timeout(std::time::Duration::from_secs(10), r.text())
+        .await
+        .expect("the stream ends")
+        .unwrap();
+    let data: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let types: Vec<&str> = chunks.iter().map(|c| c["type"].as_str().unwrap()).collect();
+    assert_eq!(types.first(), Some(&"start"), "{body}");
+    assert!(chunks.iter().any(|c| c["delta"] == "Hel"), "{body}");
+    assert_eq!(
+        chunks.last().unwrap(),
+        &json!({"type": "abort", "reason": "token expired"}),
+        "{body}"
+    );
+    assert_eq!(data.last(), Some(&"[DONE]"), "{body}");
+}
+
 #[tokio::test]
 async fn limits_answer_with_problems() {
     let srv = TestServer::builder()

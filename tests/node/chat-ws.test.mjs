@@ -229,4 +229,23 @@ describe('the chat socket with auth on', () => {
     const [, res] = await once(forged, 'unexpected-response');
     assert.equal(res.statusCode, 401);
   });
+
+  test('a request whose token expires mid-answer ends with an abort chunk, then end; the others go on', async () => {
+    g.closeGate();
+    const chat = `ws-exp-${process.pid}`;
+    const s = await socket(`${g.server.base.replace('http', 'ws')}/v1/chat/ws`);
+    s.send(sendFrame('x', chat, 'Weather in Oslo?', { headers: { authorization: `Bearer ${token([chat])}` } }));
+    await s.until(() => s.of('x').some((f) => f.type === 'chunk' && f.chunk.type === 'text-delta'), 'the first half');
+    const short = jwt({ sub: 'u', exp: now() + 2, sessions: [chat], scope: 'subscribe' });
+    s.send({ type: 'resume', requestId: 'y', id: chat, headers: { authorization: `Bearer ${short}` }, body: {} });
+    await s.until(ended(s, 'y'), 'the end of the resume');
+    const ys = s.of('y');
+    assert.deepEqual(ys.at(-2).chunk, { type: 'abort', reason: 'token expired' });
+    assert.equal(ys.at(-1).type, 'end');
+    assert.ok(!s.of('x').some((f) => f.type === 'end'), 'the request with a good token goes on');
+    g.openGate();
+    await s.until(ended(s, 'x'), 'the end of x');
+    assert.equal(s.of('x').at(-1).type, 'end');
+    s.ws.close();
+  });
 });
