@@ -1,11 +1,14 @@
 //! Serving one event-stream request on a connection of its own, without
 //! hyper: the router answers it as it would through hyper, then its head is
 //! written once and its body chunk by chunk, each as one vectored write,
-//! and the connection closes when the body ends. While the stream is idle
-//! the connection holds no read or write buffer (hyper keeps 8 KiB of each
-//! for a connection's life), only the socket and the body.
+//! and the connection closes when the body ends. The body is the handler's
+//! own stream where the layers left it as it was ([`Direct`]), so a frame
+//! does not pass through their wrappers. While the stream is idle the
+//! connection holds no read or write buffer (hyper keeps 8 KiB of each for
+//! a connection's life), only the socket and the body.
 
 use std::io::{self, IoSlice, Write as _};
+use std::task::Poll;
 
 use axum::body::{Body, HttpBody};
 use axum::http::{header, Request, Response, StatusCode, Version};
@@ -14,6 +17,8 @@ use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tower::ServiceExt;
+
+use crate::stream::sse::{Direct, DirectStream};
 
 /// Answer `req` on `io` and close.
 pub async fn serve(mut io: TcpStream, req: Request<Body>, app: Router) {
@@ -65,42 +70,70 @@ async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::
     head.extend_from_slice(b"connection: close\r\n\r\n");
     io.write_all(&head).await?;
     drop(head);
-    drop(parts);
     if no_body {
         return Ok(());
     }
-    let mut data = body.into_data_stream();
+    // The stream as the handler made it, where the layers left it as it
+    // was; else the body they wrapped.
+    let direct = parts
+        .extensions
+        .get::<Direct>()
+        .filter(|_| !parts.headers.contains_key(header::CONTENT_ENCODING))
+        .and_then(Direct::take);
+    drop(parts);
+    let mut data: DirectStream = match direct {
+        Some(s) => {
+            drop(body);
+            s
+        }
+        None => Box::pin(body.into_data_stream().map(|r| r.map_err(Into::into))),
+    };
     // Whether to watch the socket for the client's hang-up; a client that
     // sends bytes after its request is no longer watched (its bytes are
     // not read, so it cannot make the server spin), and its hang-up shows
     // at the next write instead.
     let mut watch_peer = true;
     loop {
-        tokio::select! {
-            next = data.next() => match next {
-                Some(Ok(bytes)) if bytes.is_empty() => {}
-                Some(Ok(bytes)) if chunked => {
-                    let mut size = [0u8; 20];
-                    let n = {
-                        let mut w = &mut size[..];
-                        write!(w, "{:x}\r\n", bytes.len())?;
-                        20 - w.len()
-                    };
-                    write_all(io, &mut [
+        // The body first; the socket's read readiness (woken only by the
+        // client: it closed, or sent bytes, which a connection that closes
+        // after this response does not answer) when no bytes are ready.
+        let step = std::future::poll_fn(|cx| {
+            if let Poll::Ready(next) = data.as_mut().poll_next(cx) {
+                return Poll::Ready(Step::Data(next));
+            }
+            if watch_peer {
+                if let Poll::Ready(ready) = io.poll_read_ready(cx) {
+                    return Poll::Ready(Step::Peer(ready));
+                }
+            }
+            Poll::Pending
+        })
+        .await;
+        match step {
+            Step::Data(Some(Ok(bytes))) if bytes.is_empty() => {}
+            Step::Data(Some(Ok(bytes))) if chunked => {
+                let mut size = [0u8; 20];
+                let n = {
+                    let mut w = &mut size[..];
+                    write!(w, "{:x}\r\n", bytes.len())?;
+                    20 - w.len()
+                };
+                write_all(
+                    io,
+                    &mut [
                         IoSlice::new(&size[..n]),
                         IoSlice::new(&bytes),
                         IoSlice::new(b"\r\n"),
-                    ]).await?;
-                }
-                Some(Ok(bytes)) => io.write_all(&bytes).await?,
-                // A failed body ends the connection without its last
-                // chunk, so the client sees it was cut.
-                Some(Err(e)) => return Err(io::Error::other(e)),
-                None => break,
-            },
-            // Woken only by the client: it closed, or sent bytes (which a
-            // connection that closes after this response does not answer).
-            ready = io.readable(), if watch_peer => {
+                    ],
+                )
+                .await?;
+            }
+            Step::Data(Some(Ok(bytes))) => io.write_all(&bytes).await?,
+            // A failed body ends the connection without its last chunk, so
+            // the client sees it was cut.
+            Step::Data(Some(Err(e))) => return Err(io::Error::other(e)),
+            Step::Data(None) => break,
+            Step::Peer(ready) => {
                 ready?;
                 let mut scratch = [0u8; 1];
                 match io.try_read(&mut scratch) {
@@ -116,6 +149,12 @@ async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::
         io.write_all(b"0\r\n\r\n").await?;
     }
     Ok(())
+}
+
+/// What woke the response's loop.
+enum Step {
+    Data(Option<Result<bytes::Bytes, axum::BoxError>>),
+    Peer(io::Result<()>),
 }
 
 /// Write every byte of `bufs`, in as few `writev`s as the socket takes.

@@ -62,7 +62,6 @@ pub fn response(
     shutdown: tokio_util::sync::CancellationToken,
 ) -> axum::response::Response {
     let body =
-        super::sse::with_heartbeats(Box::pin(bytes), heartbeat, shutdown, b": keep-alive\n\n")
-            .map(Ok::<_, std::convert::Infallible>);
+        super::sse::with_heartbeats(Box::pin(bytes), heartbeat, shutdown, b": keep-alive\n\n");
     super::sse::event_stream(body)
 }

@@ -1,6 +1,9 @@
 //! Streams that end when the caller's token expires, with a farewell.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures_util::Stream;
@@ -38,38 +41,47 @@ where
     S: Stream<Item = T> + Send + 'static,
     T: Send + 'static,
 {
-    use futures_util::StreamExt;
-    enum St<T> {
-        Running,
-        Farewell(VecDeque<T>),
+    UntilExpiry {
+        inner: Box::pin(inner),
+        // One timer for the stream's lifetime (not one per item).
+        deadline: instant(exp).map(|at| Box::pin(tokio::time::sleep_until(at))),
+        farewell: None,
+        bye: farewell.into(),
     }
-    // One timer for the stream's lifetime (not one per item).
-    let deadline = instant(exp).map(|at| Box::pin(tokio::time::sleep_until(at)));
-    let farewell: VecDeque<T> = farewell.into();
-    futures_util::stream::unfold(
-        (Box::pin(inner), St::Running, Some(farewell), deadline),
-        move |(mut inner, mut st, mut bye, mut deadline)| async move {
-            loop {
-                match &mut st {
-                    St::Farewell(q) => {
-                        let item = q.pop_front()?;
-                        return Some((item, (inner, st, bye, deadline)));
-                    }
-                    St::Running => {
-                        let item = match deadline.as_mut() {
-                            None => inner.next().await,
-                            Some(d) => tokio::select! {
-                                item = inner.next() => item,
-                                _ = d.as_mut() => {
-                                    st = St::Farewell(bye.take().unwrap_or_default());
-                                    continue;
-                                }
-                            },
-                        };
-                        return item.map(|i| (i, (inner, st, bye, deadline)));
-                    }
-                }
+}
+
+/// [`until_expiry`]'s stream: the items first, the deadline looked at only
+/// when none is ready (a frame goes out without a visit to the timer).
+struct UntilExpiry<T> {
+    inner: Pin<Box<dyn Stream<Item = T> + Send>>,
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The farewell being sent, once the token expired.
+    farewell: Option<VecDeque<T>>,
+    bye: VecDeque<T>,
+}
+
+// Nothing in it is pinned but the boxes, which pin their own contents.
+impl<T> Unpin for UntilExpiry<T> {}
+
+impl<T> Stream for UntilExpiry<T> {
+    type Item = T;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let this = &mut *self;
+        if let Some(q) = this.farewell.as_mut() {
+            return Poll::Ready(q.pop_front());
+        }
+        if let Poll::Ready(item) = this.inner.as_mut().poll_next(cx) {
+            return Poll::Ready(item);
+        }
+        match this.deadline.as_mut().map(|d| d.as_mut().poll(cx)) {
+            Some(Poll::Ready(())) => {
+                let mut q = std::mem::take(&mut this.bye);
+                let first = q.pop_front();
+                this.farewell = Some(q);
+                Poll::Ready(first)
             }
-        },
-    )
+            _ => Poll::Pending,
+        }
+    }
 }

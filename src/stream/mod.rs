@@ -140,7 +140,8 @@ pub fn frames_after(
 
 impl Subscriber {
     fn into_stream(self) -> impl Stream<Item = SharedFrame> + Send + 'static {
-        futures_util::stream::unfold(self, |mut sub| async move {
+        // Boxed: the state moves into each frame's future and out again.
+        futures_util::stream::unfold(Box::new(self), |mut sub| async move {
             let next = sub.next().await?;
             Some((next, sub))
         })
@@ -154,11 +155,16 @@ impl Subscriber {
             match self.phase {
                 Phase::Done => return None,
                 Phase::Subscribe { cursor } => {
-                    let sub = match self
-                        .registry
-                        .subscribe(&self.session, cursor, self.epoch.clone())
-                        .await
-                    {
+                    // Boxed, as the replay read below: the future of
+                    // `next` is made anew for every frame, and these rare
+                    // steps' futures held inline would make it as large as
+                    // they are, copied each time.
+                    let subscribing = Box::pin(self.registry.subscribe(
+                        &self.session,
+                        cursor,
+                        self.epoch.clone(),
+                    ));
+                    let sub = match subscribing.await {
                         Ok(s) => s,
                         Err(SessionError::Stopped) => return None,
                         Err(e) => {
@@ -192,11 +198,8 @@ impl Subscriber {
                     }
                     let want = self.page.min((until - self.last) as usize);
                     let reading = std::time::Instant::now();
-                    let read = self
-                        .registry
-                        .store()
-                        .read(&self.session, self.last, want)
-                        .await;
+                    let read =
+                        Box::pin(self.registry.store().read(&self.session, self.last, want)).await;
                     metrics::histogram!("projector_replay_read_seconds").record(reading.elapsed());
                     let page = match read {
                         Ok(p) => p,

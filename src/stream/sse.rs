@@ -2,7 +2,9 @@
 //! coalescing frames that are ready together into one write, with comment
 //! heartbeats when idle. Ends on shutdown.
 
+use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
@@ -87,22 +89,17 @@ pub fn bytes_response(
     heartbeat: Duration,
     shutdown: CancellationToken,
 ) -> Response {
-    let body = futures_util::stream::once(async { Ok(Bytes::from_static(PREAMBLE)) }).chain(
-        with_heartbeats(events, heartbeat, shutdown, HEARTBEAT)
-            .map(Ok::<_, std::convert::Infallible>),
-    );
     metrics::gauge!("projector_subscribers", "transport" => "sse").increment(1.0);
-    let guard = SubscriberGauge("sse");
-    let body = super::holding(body, guard);
+    let mut body = with_heartbeats(events, heartbeat, shutdown, HEARTBEAT);
+    body.first = Some(Bytes::from_static(PREAMBLE));
+    body.guard = Some(Box::new(SubscriberGauge("sse")));
     event_stream(body)
 }
 
 /// A 200 `text/event-stream` response over `body`, uncached and unbuffered
 /// by proxies.
-pub(crate) fn event_stream(
-    body: impl Stream<Item = Result<Bytes, std::convert::Infallible>> + Send + 'static,
-) -> Response {
-    streamed(body, "text/event-stream")
+pub(crate) fn event_stream(body: impl Stream<Item = Bytes> + Send + 'static) -> Response {
+    offered(Box::pin(body.map(Ok)), "text/event-stream")
 }
 
 /// A 200 response of `content_type` streamed from `body` as it comes,
@@ -111,7 +108,21 @@ pub(crate) fn streamed<E: Into<axum::BoxError>>(
     body: impl Stream<Item = Result<Bytes, E>> + Send + 'static,
     content_type: &'static str,
 ) -> Response {
-    let mut resp = Response::new(Body::from_stream(body));
+    offered(Box::pin(body.map(|r| r.map_err(Into::into))), content_type)
+}
+
+/// The response over `body`, the stream also offered as a [`Direct`]
+/// extension, for the server that writes it itself.
+fn offered(body: DirectStream, content_type: &'static str) -> Response {
+    let slot = Direct(Arc::new(Mutex::new(Some(body))));
+    let taken = slot.clone();
+    // The layers' body takes the stream at its first poll, if it is
+    // still there.
+    let lazy = futures_util::stream::once(async move { taken.take() })
+        .filter_map(std::future::ready)
+        .flatten();
+    let mut resp = Response::new(Body::from_stream(lazy));
+    resp.extensions_mut().insert(slot);
     *resp.status_mut() = StatusCode::OK;
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -120,50 +131,129 @@ pub(crate) fn streamed<E: Into<axum::BoxError>>(
     resp
 }
 
+/// A streamed response's bytes, as a response extension. The event-stream
+/// server (`serve::events`) takes them from here when the layers left the
+/// body as it was (no `content-encoding`) and writes them itself: each
+/// write then skips the layers' body wrappers (a trace span entered per
+/// poll, an error map per layer, the compression body), which cost more
+/// than the frame's own delivery. Left here, the body the layers wrap
+/// takes them at its first poll, so hyper and the gzip middleware read
+/// them as any body.
+#[derive(Clone)]
+pub(crate) struct Direct(Arc<Mutex<Option<DirectStream>>>);
+
+/// The bytes of a streamed response.
+pub(crate) type DirectStream =
+    Pin<Box<dyn Stream<Item = Result<Bytes, axum::BoxError>> + Send + 'static>>;
+
+impl Direct {
+    /// The stream, if nobody took it yet.
+    pub(crate) fn take(&self) -> Option<DirectStream> {
+        self.0.lock().ok()?.take()
+    }
+}
+
 /// Interleave heartbeat bytes into `items` once the stream has been idle
-/// for `every` (a single interval timer per connection, not a new timer
-/// per item), and end on shutdown. A stream that wrote within the period
-/// sends no heartbeat: its next one moves to `every` after that write, so a
-/// busy stream writes nothing but its frames, and ten thousand busy
-/// streams do not add a wave of heartbeat writes every period.
+/// for `every` (a single timer per connection, not a new timer per item),
+/// and end on shutdown. A stream that wrote within the period sends no
+/// heartbeat: its next one moves to `every` after that write, so a busy
+/// stream writes nothing but its frames, and ten thousand busy streams do
+/// not add a wave of heartbeat writes every period.
 pub(crate) fn with_heartbeats<S>(
     items: S,
     every: Duration,
     shutdown: CancellationToken,
     beat: &'static [u8],
-) -> impl Stream<Item = Bytes> + Send + 'static
+) -> Heartbeats<S>
 where
     S: Stream<Item = Bytes> + Send + Unpin + 'static,
 {
-    let mut tick = tokio::time::interval_at(Instant::now() + every, every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // A child token of the connection's own: polled at every item, and a
-    // token shared by every stream would make its waiter list one lock.
-    let stop = Box::pin(shutdown.child_token().cancelled_owned());
-    // When the stream last wrote an item, if it did since the last tick.
-    let wrote: Option<Instant> = None;
-    futures_util::stream::unfold(
-        (items, tick, stop, wrote),
-        move |(mut items, mut tick, mut stop, mut wrote)| async move {
-            let item = loop {
-                tokio::select! {
-                    biased;
-                    _ = &mut stop => break None,
-                    b = items.next() => {
-                        if b.is_some() {
-                            wrote = Some(Instant::now());
-                        }
-                        break b;
-                    }
-                    _ = tick.tick() => match wrote.take() {
-                        Some(at) if at + every > Instant::now() => tick.reset_at(at + every),
-                        _ => break Some(Bytes::from_static(beat)),
-                    },
+    Heartbeats {
+        first: None,
+        guard: None,
+        items,
+        every,
+        tick: Box::pin(tokio::time::sleep(every)),
+        // A child token of the connection's own: a token shared by every
+        // stream would make its waiter list one lock.
+        stop: Box::pin(shutdown.child_token().cancelled_owned()),
+        wrote: None,
+        unchecked: 0,
+        beat,
+        ended: false,
+    }
+}
+
+/// Items in a row taken without looking at the shutdown token.
+const STOP_CHECK_EVERY: u8 = 32;
+
+/// [`with_heartbeats`]' stream. The items are polled first: a frame goes
+/// out without touching the timer or the shutdown token (each a lock or a
+/// timer-wheel visit per poll); both are looked at when no item is ready,
+/// and the token after at most [`STOP_CHECK_EVERY`] items in a row.
+pub(crate) struct Heartbeats<S> {
+    /// Sent before the items.
+    first: Option<Bytes>,
+    /// Held for as long as the stream lives (a subscriber gauge's count).
+    guard: Option<Box<dyn Send>>,
+    items: S,
+    every: Duration,
+    tick: Pin<Box<tokio::time::Sleep>>,
+    stop: Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
+    /// When the stream last wrote an item, if it did since the timer was set.
+    wrote: Option<Instant>,
+    unchecked: u8,
+    beat: &'static [u8],
+    ended: bool,
+}
+
+impl<S: Stream<Item = Bytes> + Unpin> Stream for Heartbeats<S> {
+    type Item = Bytes;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+        let this = &mut *self;
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        if let Some(first) = this.first.take() {
+            return Poll::Ready(Some(first));
+        }
+        if this.unchecked >= STOP_CHECK_EVERY {
+            this.unchecked = 0;
+            if this.stop.as_mut().poll(cx).is_ready() {
+                this.ended = true;
+                return Poll::Ready(None);
+            }
+        }
+        match this.items.poll_next_unpin(cx) {
+            Poll::Ready(Some(b)) => {
+                this.wrote = Some(Instant::now());
+                this.unchecked += 1;
+                return Poll::Ready(Some(b));
+            }
+            Poll::Ready(None) => {
+                this.ended = true;
+                return Poll::Ready(None);
+            }
+            Poll::Pending => this.unchecked = 0,
+        }
+        if this.stop.as_mut().poll(cx).is_ready() {
+            this.ended = true;
+            return Poll::Ready(None);
+        }
+        while this.tick.as_mut().poll(cx).is_ready() {
+            let next = match this.wrote.take() {
+                Some(at) if at + this.every > Instant::now() => at + this.every,
+                _ => {
+                    let at = Instant::now() + this.every;
+                    this.tick.as_mut().reset(at);
+                    return Poll::Ready(Some(Bytes::from_static(this.beat)));
                 }
             };
-            item.map(|b| (b, (items, tick, stop, wrote)))
-        },
-    )
+            this.tick.as_mut().reset(next);
+        }
+        Poll::Pending
+    }
 }
 
 /// Decrements the subscriber gauge when the connection's stream is dropped.
@@ -250,5 +340,25 @@ mod tests {
         want.extend([(75, hb.clone()), (90, hb)]);
         assert_eq!(seen.await.unwrap(), want);
         drop(tx);
+    }
+
+    /// A stream whose items are always ready still ends on shutdown: the
+    /// token is looked at after at most `STOP_CHECK_EVERY` items in a row;
+    /// the preamble goes first.
+    #[tokio::test]
+    async fn a_stream_that_never_idles_still_ends_on_shutdown() {
+        let stop = CancellationToken::new();
+        let items = futures_util::stream::repeat(Bytes::from_static(b"f"));
+        let mut s = with_heartbeats(items, Duration::from_secs(15), stop.clone(), b":hb\n\n");
+        s.first = Some(Bytes::from_static(b"p"));
+        assert_eq!(s.next().await.unwrap(), "p");
+        assert_eq!(s.next().await.unwrap(), "f");
+        stop.cancel();
+        let rest = s.collect::<Vec<_>>().await;
+        assert!(
+            rest.len() <= STOP_CHECK_EVERY as usize,
+            "{} items after shutdown",
+            rest.len()
+        );
     }
 }

@@ -166,8 +166,7 @@ pub fn response(
     heartbeat: Duration,
     shutdown: CancellationToken,
 ) -> Response {
-    let body = super::sse::with_heartbeats(Box::pin(bytes), heartbeat, shutdown, HEARTBEAT)
-        .map(Ok::<_, std::convert::Infallible>);
+    let body = super::sse::with_heartbeats(Box::pin(bytes), heartbeat, shutdown, HEARTBEAT);
     let mut resp = super::sse::event_stream(body);
     resp.headers_mut().insert(
         "x-vercel-ai-ui-message-stream",
