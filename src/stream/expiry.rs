@@ -45,8 +45,8 @@ where
         inner: Box::pin(inner),
         // One timer for the stream's lifetime (not one per item).
         deadline: instant(exp).map(|at| Box::pin(tokio::time::sleep_until(at))),
-        farewell: None,
-        bye: farewell.into(),
+        expired: false,
+        farewell: farewell.into(),
     }
 }
 
@@ -55,9 +55,9 @@ where
 struct UntilExpiry<T> {
     inner: Pin<Box<dyn Stream<Item = T> + Send>>,
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
-    /// The farewell being sent, once the token expired.
-    farewell: Option<VecDeque<T>>,
-    bye: VecDeque<T>,
+    /// The token expired: what is left of the farewell is sent, then the end.
+    expired: bool,
+    farewell: VecDeque<T>,
 }
 
 // Nothing in it is pinned but the boxes, which pin their own contents.
@@ -68,18 +68,16 @@ impl<T> Stream for UntilExpiry<T> {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let this = &mut *self;
-        if let Some(q) = this.farewell.as_mut() {
-            return Poll::Ready(q.pop_front());
+        if this.expired {
+            return Poll::Ready(this.farewell.pop_front());
         }
         if let Poll::Ready(item) = this.inner.as_mut().poll_next(cx) {
             return Poll::Ready(item);
         }
         match this.deadline.as_mut().map(|d| d.as_mut().poll(cx)) {
             Some(Poll::Ready(())) => {
-                let mut q = std::mem::take(&mut this.bye);
-                let first = q.pop_front();
-                this.farewell = Some(q);
-                Poll::Ready(first)
+                this.expired = true;
+                Poll::Ready(this.farewell.pop_front())
             }
             _ => Poll::Pending,
         }

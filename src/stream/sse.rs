@@ -89,11 +89,10 @@ pub fn bytes_response(
     heartbeat: Duration,
     shutdown: CancellationToken,
 ) -> Response {
+    let body = futures_util::stream::once(async { Bytes::from_static(PREAMBLE) })
+        .chain(with_heartbeats(events, heartbeat, shutdown, HEARTBEAT));
     metrics::gauge!("projector_subscribers", "transport" => "sse").increment(1.0);
-    let mut body = with_heartbeats(events, heartbeat, shutdown, HEARTBEAT);
-    body.first = Some(Bytes::from_static(PREAMBLE));
-    body.guard = Some(Box::new(SubscriberGauge("sse")));
-    event_stream(body)
+    event_stream(super::holding(body, SubscriberGauge("sse")))
 }
 
 /// A 200 `text/event-stream` response over `body`, uncached and unbuffered
@@ -164,13 +163,11 @@ pub(crate) fn with_heartbeats<S>(
     every: Duration,
     shutdown: CancellationToken,
     beat: &'static [u8],
-) -> Heartbeats<S>
+) -> impl Stream<Item = Bytes> + Send + 'static
 where
     S: Stream<Item = Bytes> + Send + Unpin + 'static,
 {
     Heartbeats {
-        first: None,
-        guard: None,
         items,
         every,
         tick: Box::pin(tokio::time::sleep(every)),
@@ -191,11 +188,7 @@ const STOP_CHECK_EVERY: u8 = 32;
 /// out without touching the timer or the shutdown token (each a lock or a
 /// timer-wheel visit per poll); both are looked at when no item is ready,
 /// and the token after at most [`STOP_CHECK_EVERY`] items in a row.
-pub(crate) struct Heartbeats<S> {
-    /// Sent before the items.
-    first: Option<Bytes>,
-    /// Held for as long as the stream lives (a subscriber gauge's count).
-    guard: Option<Box<dyn Send>>,
+struct Heartbeats<S> {
     items: S,
     every: Duration,
     tick: Pin<Box<tokio::time::Sleep>>,
@@ -214,9 +207,6 @@ impl<S: Stream<Item = Bytes> + Unpin> Stream for Heartbeats<S> {
         let this = &mut *self;
         if this.ended {
             return Poll::Ready(None);
-        }
-        if let Some(first) = this.first.take() {
-            return Poll::Ready(Some(first));
         }
         if this.unchecked >= STOP_CHECK_EVERY {
             this.unchecked = 0;
@@ -343,15 +333,17 @@ mod tests {
     }
 
     /// A stream whose items are always ready still ends on shutdown: the
-    /// token is looked at after at most `STOP_CHECK_EVERY` items in a row;
-    /// the preamble goes first.
+    /// token is looked at after at most `STOP_CHECK_EVERY` items in a row.
     #[tokio::test]
     async fn a_stream_that_never_idles_still_ends_on_shutdown() {
         let stop = CancellationToken::new();
         let items = futures_util::stream::repeat(Bytes::from_static(b"f"));
-        let mut s = with_heartbeats(items, Duration::from_secs(15), stop.clone(), b":hb\n\n");
-        s.first = Some(Bytes::from_static(b"p"));
-        assert_eq!(s.next().await.unwrap(), "p");
+        let mut s = Box::pin(with_heartbeats(
+            items,
+            Duration::from_secs(15),
+            stop.clone(),
+            b":hb\n\n",
+        ));
         assert_eq!(s.next().await.unwrap(), "f");
         stop.cancel();
         let rest = s.collect::<Vec<_>>().await;
