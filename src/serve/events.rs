@@ -1,20 +1,27 @@
 //! Serving one event-stream request on a connection of its own, without
-//! hyper: the router answers it as it would through hyper, then its head is
-//! written once and its body chunk by chunk, each as one vectored write,
-//! and the connection closes when the body ends. The body is the handler's
-//! own stream where the layers left it as it was ([`Direct`]), so a frame
-//! does not pass through their wrappers. While the stream is idle the
-//! connection holds no read or write buffer (hyper keeps 8 KiB of each for
-//! a connection's life), only the socket and the body.
+//! hyper: the router answers it as it would through hyper, then its head
+//! and body go out as the body gives them: every chunk ready at once (the
+//! head with the first) framed and copied into one buffer and written with
+//! one `send`, and the connection closes when the body ends. The body is
+//! the handler's own stream where the layers left it as it was
+//! ([`Direct`]), so a frame does not pass through their wrappers. It is
+//! polled until it has nothing ready, then its bytes are written, and it is
+//! not asked again until it wakes the task: one look at an empty feed per
+//! batch, as a task that awaits a broadcast receiver and writes makes.
+//! While the stream is idle the connection holds no read or write buffer
+//! (hyper keeps 8 KiB of each for a connection's life), only the socket and
+//! the body.
 
+use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write as _};
-use std::task::Poll;
+use std::task::{ready, Context, Poll};
 
 use axum::body::{Body, HttpBody};
 use axum::http::{header, Request, Response, StatusCode, Version};
 use axum::Router;
+use bytes::{Buf, Bytes, BytesMut};
 use futures_util::StreamExt;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tower::ServiceExt;
 
@@ -68,10 +75,10 @@ async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::
         head.extend_from_slice(b"transfer-encoding: chunked\r\n");
     }
     head.extend_from_slice(b"connection: close\r\n\r\n");
-    io.write_all(&head).await?;
-    drop(head);
+    let mut out = Outgoing::default();
+    out.push(head.into(), false);
     if no_body {
-        return Ok(());
+        return std::future::poll_fn(|cx| out.poll_flush(io, cx)).await;
     }
     // The stream as the handler made it, where the layers left it as it
     // was; else the body they wrapped.
@@ -93,78 +100,241 @@ async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::
     // not read, so it cannot make the server spin), and its hang-up shows
     // at the next write instead.
     let mut watch_peer = true;
-    loop {
-        // The body first; the socket's read readiness (woken only by the
-        // client: it closed, or sent bytes, which a connection that closes
-        // after this response does not answer) when no bytes are ready.
-        let step = std::future::poll_fn(|cx| {
-            if let Poll::Ready(next) = data.as_mut().poll_next(cx) {
-                return Poll::Ready(Step::Data(next));
-            }
-            if watch_peer {
-                if let Poll::Ready(ready) = io.poll_read_ready(cx) {
-                    return Poll::Ready(Step::Peer(ready));
+    let mut ended = false;
+    let mut failed = None;
+    std::future::poll_fn(|cx| {
+        // Whether the body said "nothing ready" in this poll of the task:
+        // then its waker is set, and the bytes it gave before that are
+        // written without asking it again (a second look at an empty
+        // broadcast receiver is a second lock of its shared tail).
+        let mut drained = false;
+        // The first chunk of a wake goes out at once, before the body is
+        // asked for more: asking an empty feed takes its lock, which the
+        // sender holds while it wakes every subscriber, and a frame that
+        // waited for it would wait for them all. The ones ready after it
+        // go out together.
+        let mut first = true;
+        loop {
+            // A client that is slow to read holds the body back: nothing
+            // more is taken while a write's worth waits for the socket.
+            if !drained && !ended && failed.is_none() && out.len() < GATHER_BYTES {
+                // Every chunk ready now (up to a bound), to go out in one
+                // write with what is queued (at first, the head).
+                for _ in 0..GATHER {
+                    match data.as_mut().poll_next(cx) {
+                        Poll::Ready(Some(Ok(bytes))) => out.push(bytes, chunked),
+                        // A failed body ends the connection without its
+                        // last chunk, so the client sees it was cut.
+                        Poll::Ready(Some(Err(e))) => failed = Some(io::Error::other(e)),
+                        Poll::Ready(None) => {
+                            if chunked {
+                                out.push(Bytes::from_static(b"0\r\n\r\n"), false);
+                            }
+                            ended = true;
+                        }
+                        Poll::Pending => drained = true,
+                    }
+                    if std::mem::take(&mut first)
+                        || drained
+                        || ended
+                        || failed.is_some()
+                        || out.len() >= GATHER_BYTES
+                    {
+                        break;
+                    }
                 }
             }
-            Poll::Pending
-        })
-        .await;
-        match step {
-            Step::Data(Some(Ok(bytes))) if bytes.is_empty() => {}
-            Step::Data(Some(Ok(bytes))) if chunked => {
-                let mut size = [0u8; 20];
-                let n = {
-                    let mut w = &mut size[..];
-                    write!(w, "{:x}\r\n", bytes.len())?;
-                    20 - w.len()
-                };
-                write_all(
-                    io,
-                    &mut [
-                        IoSlice::new(&size[..n]),
-                        IoSlice::new(&bytes),
-                        IoSlice::new(b"\r\n"),
-                    ],
-                )
-                .await?;
+            ready!(out.poll_flush(io, cx))?;
+            if let Some(e) = failed.take() {
+                return Poll::Ready(Err(e));
             }
-            Step::Data(Some(Ok(bytes))) => io.write_all(&bytes).await?,
-            // A failed body ends the connection without its last chunk, so
-            // the client sees it was cut.
-            Step::Data(Some(Err(e))) => return Err(io::Error::other(e)),
-            Step::Data(None) => break,
-            Step::Peer(ready) => {
-                ready?;
-                let mut scratch = [0u8; 1];
-                match io.try_read(&mut scratch) {
-                    Ok(0) => return Ok(()),
-                    Ok(_) => watch_peer = false,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(e),
+            if ended {
+                return Poll::Ready(Ok(()));
+            }
+            if drained {
+                // Asleep until the body or the client wakes the task: the
+                // client only by closing, or by sending bytes, which a
+                // connection that closes after this response never answers.
+                while watch_peer {
+                    ready!(io.poll_read_ready(cx))?;
+                    match io.try_read(&mut [0u8; 1]) {
+                        Ok(0) => return Poll::Ready(Ok(())),
+                        Ok(_) => watch_peer = false,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Poll::Ready(Err(e)),
+                    }
                 }
+                return Poll::Pending;
             }
         }
-    }
-    if chunked {
-        io.write_all(b"0\r\n\r\n").await?;
-    }
-    Ok(())
+    })
+    .await
 }
 
-/// What woke the response's loop.
-enum Step {
-    Data(Option<Result<bytes::Bytes, axum::BoxError>>),
-    Peer(io::Result<()>),
+/// Most body chunks taken in one go, and the bytes past which no more are
+/// taken before writing.
+const GATHER: usize = 64;
+const GATHER_BYTES: usize = 64 * 1024;
+/// Chunks up to this size are copied together into one buffer (one `send`
+/// for a frame and its chunk framing, or for several frames); larger ones
+/// go out as they are, beside it, in a vectored write.
+const COPY_MAX: usize = 16 * 1024;
+
+/// The bytes waiting to go out on the connection, in order: small chunks
+/// (with their chunked framing) copied into one buffer, large ones held as
+/// they are. Empty, it holds no allocation.
+#[derive(Default)]
+struct Outgoing {
+    sealed: VecDeque<Bytes>,
+    small: BytesMut,
+    len: usize,
 }
 
-/// Write every byte of `bufs`, in as few `writev`s as the socket takes.
-async fn write_all(io: &mut TcpStream, mut bufs: &mut [IoSlice<'_>]) -> io::Result<()> {
-    while !bufs.is_empty() {
-        let n = io.write_vectored(bufs).await?;
-        if n == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
+impl Outgoing {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Queue `bytes`, as one HTTP chunk when `chunked`.
+    fn push(&mut self, bytes: Bytes, chunked: bool) {
+        if bytes.is_empty() {
+            // An empty chunk would end a chunked body.
+            return;
         }
-        IoSlice::advance_slices(&mut bufs, n);
+        self.len += bytes.len();
+        if chunked {
+            let mut size = [0u8; 20];
+            let mut w = &mut size[..];
+            let _ = write!(w, "{:x}\r\n", bytes.len());
+            let n = 20 - w.len();
+            self.small.extend_from_slice(&size[..n]);
+            self.len += n + 2;
+        }
+        if bytes.len() <= COPY_MAX {
+            self.small.extend_from_slice(&bytes);
+        } else {
+            self.seal();
+            self.sealed.push_back(bytes);
+        }
+        if chunked {
+            self.small.extend_from_slice(b"\r\n");
+        }
     }
-    Ok(())
+
+    fn seal(&mut self) {
+        if !self.small.is_empty() {
+            let b = std::mem::take(&mut self.small).freeze();
+            self.sealed.push_back(b);
+        }
+    }
+
+    /// Write everything queued: one `send` when it is one buffer (as it is
+    /// unless a chunk was too large to copy), else a vectored write. Ready
+    /// once all of it is written.
+    fn poll_flush(&mut self, io: &mut TcpStream, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut io = std::pin::Pin::new(io);
+        if self.sealed.is_empty() {
+            while !self.small.is_empty() {
+                let n = ready!(io.as_mut().poll_write(cx, &self.small))?;
+                if n == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                self.small.advance(n);
+                self.len -= n;
+            }
+            // Nothing held while idle.
+            self.small = BytesMut::new();
+            return Poll::Ready(Ok(()));
+        }
+        self.seal();
+        while !self.sealed.is_empty() {
+            let mut slices = [IoSlice::new(&[]); 16];
+            let k = self.sealed.len().min(slices.len());
+            for (s, b) in slices.iter_mut().zip(&self.sealed) {
+                *s = IoSlice::new(b);
+            }
+            let n = ready!(io.as_mut().poll_write_vectored(cx, &slices[..k]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.len -= n;
+            let mut n = n;
+            while n > 0 {
+                let front = self.sealed.front_mut().expect("written bytes were queued");
+                if n < front.len() {
+                    front.advance(n);
+                    break;
+                }
+                n -= front.len();
+                self.sealed.pop_front();
+            }
+        }
+        // Nothing held while idle.
+        self.sealed = VecDeque::new();
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// A connected pair: the server's end, the client's end.
+    async fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        (l.accept().await.unwrap().0, client)
+    }
+
+    fn response(chunks: Vec<Result<Bytes, axum::BoxError>>) -> Response<Body> {
+        let body = Body::from_stream(futures_util::stream::iter(chunks));
+        Response::new(body)
+    }
+
+    /// Small chunks are framed and copied together, a large one goes out
+    /// beside them as it is: the bytes on the wire are the chunked body,
+    /// in order, ended by the last chunk.
+    #[tokio::test]
+    async fn small_and_large_chunks_go_out_framed_and_in_order() {
+        let (mut server, mut client) = pair().await;
+        let large = Bytes::from(vec![b'x'; COPY_MAX + 1]);
+        let resp = response(vec![
+            Ok(Bytes::from_static(b"one")),
+            Ok(large.clone()),
+            Ok(Bytes::new()),
+            Ok(Bytes::from_static(b"two")),
+        ]);
+        respond(&mut server, resp, false).await.unwrap();
+        drop(server);
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).await.unwrap();
+        let body_at = memchr::memmem::find(&got, b"\r\n\r\n").unwrap() + 4;
+        let head = std::str::from_utf8(&got[..body_at]).unwrap();
+        assert!(head.contains("transfer-encoding: chunked\r\n"), "{head}");
+        let mut want = b"3\r\none\r\n".to_vec();
+        want.extend_from_slice(format!("{:x}\r\n", large.len()).as_bytes());
+        want.extend_from_slice(&large);
+        want.extend_from_slice(b"\r\n3\r\ntwo\r\n0\r\n\r\n");
+        assert_eq!(got[body_at..], want[..]);
+    }
+
+    /// A body that fails ends the connection after the chunks before the
+    /// failure and without the last chunk, so the client sees it was cut.
+    #[tokio::test]
+    async fn a_failed_body_is_cut_after_what_came_before() {
+        let (mut server, mut client) = pair().await;
+        let resp = response(vec![
+            Ok(Bytes::from_static(b"one")),
+            Err("store failed".into()),
+            Ok(Bytes::from_static(b"never")),
+        ]);
+        assert!(respond(&mut server, resp, false).await.is_err());
+        drop(server);
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).await.unwrap();
+        assert!(got.ends_with(b"\r\n\r\n3\r\none\r\n"), "{got:?}");
+    }
 }

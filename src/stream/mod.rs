@@ -41,15 +41,19 @@ where
 }
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 
-use futures_util::Stream;
-use tokio::sync::broadcast::{self, error::RecvError};
+use futures_util::{Stream, StreamExt};
+use tokio::sync::broadcast;
+use tokio_stream::wrappers::{errors::BroadcastStreamRecvError, BroadcastStream};
 use tracing::debug;
 
 use crate::frame::{self, Frame, FrameKind, SharedFrame};
-use crate::session::{Registry, SessionError, Start};
-use crate::store::SessionMeta;
+use crate::session::{Registry, SessionError, Start, Subscription};
+use crate::store::{SessionMeta, StoreError, StoredEvent};
 
 /// One chunk of a delta frame, as the views over the frames read it back.
 #[derive(serde::Deserialize)]
@@ -69,19 +73,36 @@ pub struct StartAt {
     pub epoch: Option<String>,
 }
 
+/// A step of the machine that waits on something other than the live
+/// feed (the actor, the store): boxed, as it is rare.
+type Step<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
 enum Phase {
-    Subscribe { cursor: Option<u64> },
-    Replay { until: u64 },
+    Subscribe {
+        cursor: Option<u64>,
+    },
+    Subscribing(Step<Result<Subscription, SessionError>>),
+    Replay {
+        until: u64,
+    },
+    Reading {
+        until: u64,
+        read: Step<Result<Vec<StoredEvent>, StoreError>>,
+        started: std::time::Instant,
+    },
     Live,
     Done,
 }
 
+/// The machine, polled by hand: a live frame is taken from the feed with
+/// no future made for it (the feed's own reusable one aside), and the rare
+/// steps are boxed futures of their own.
 struct Subscriber {
     registry: Registry,
     session: String,
     page: usize,
     epoch: Option<String>,
-    rx: Option<broadcast::Receiver<SharedFrame>>,
+    rx: Option<BroadcastStream<SharedFrame>>,
     last: u64,
     pending: VecDeque<SharedFrame>,
     phase: Phase,
@@ -111,7 +132,6 @@ pub fn frames(
         },
         announced: false,
     }
-    .into_stream()
 }
 
 /// The frames of a session after a live feed the caller already holds,
@@ -129,150 +149,189 @@ pub fn frames_after(
         session,
         page: replay_page,
         epoch: Some(meta.epoch.clone()),
-        rx: Some(rx),
+        rx: Some(BroadcastStream::new(rx)),
         last: meta.head,
         pending: VecDeque::new(),
         phase: Phase::Live,
         announced: false,
     }
-    .into_stream()
+}
+
+impl Stream for Subscriber {
+    type Item = SharedFrame;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<SharedFrame>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(f) = this.pending.pop_front() {
+                return Poll::Ready(Some(f));
+            }
+            match &mut this.phase {
+                Phase::Done => return Poll::Ready(None),
+                Phase::Subscribe { cursor } => {
+                    let (registry, session) = (this.registry.clone(), this.session.clone());
+                    let (cursor, epoch) = (*cursor, this.epoch.clone());
+                    this.phase = Phase::Subscribing(Box::pin(async move {
+                        registry.subscribe(&session, cursor, epoch).await
+                    }));
+                }
+                Phase::Subscribing(step) => {
+                    let sub = ready!(step.as_mut().poll(cx));
+                    this.subscribed(sub);
+                }
+                Phase::Replay { until } => {
+                    let until = *until;
+                    if this.last >= until {
+                        this.phase = Phase::Live;
+                        continue;
+                    }
+                    let want = this.page.min((until - this.last) as usize);
+                    let (store, session) = (this.registry.store().clone(), this.session.clone());
+                    let after = this.last;
+                    this.phase = Phase::Reading {
+                        until,
+                        read: Box::pin(async move { store.read(&session, after, want).await }),
+                        started: std::time::Instant::now(),
+                    };
+                }
+                Phase::Reading {
+                    until,
+                    read,
+                    started,
+                } => {
+                    let page = ready!(read.as_mut().poll(cx));
+                    metrics::histogram!("projector_replay_read_seconds").record(started.elapsed());
+                    let until = *until;
+                    this.replayed(page, until);
+                }
+                Phase::Live if !this.announced => {
+                    this.announced = true;
+                    return Poll::Ready(Some(Arc::new(frame::live(this.last))));
+                }
+                Phase::Live => {
+                    let Some(rx) = this.rx.as_mut() else {
+                        this.resubscribe();
+                        continue;
+                    };
+                    let got = ready!(rx.poll_next_unpin(cx));
+                    if let Some(f) = this.received(got) {
+                        return Poll::Ready(Some(f));
+                    }
+                }
+            }
+        }
+    }
 }
 
 impl Subscriber {
-    fn into_stream(self) -> impl Stream<Item = SharedFrame> + Send + 'static {
-        // Boxed: the state moves into each frame's future and out again.
-        futures_util::stream::unfold(Box::new(self), |mut sub| async move {
-            let next = sub.next().await?;
-            Some((next, sub))
-        })
+    /// The actor's answer to a subscription: where to start.
+    fn subscribed(&mut self, sub: Result<Subscription, SessionError>) {
+        let sub = match sub {
+            Ok(s) => s,
+            Err(SessionError::Stopped) => {
+                self.phase = Phase::Done;
+                return;
+            }
+            Err(e) => {
+                debug!(error = %e, "subscription failed");
+                self.phase = Phase::Done;
+                return;
+            }
+        };
+        self.epoch = Some(sub.meta.epoch.clone());
+        self.rx = Some(BroadcastStream::new(sub.rx));
+        match sub.start {
+            Start::Resume { after } => {
+                self.last = after;
+                self.phase = Phase::Replay {
+                    until: sub.meta.head,
+                };
+            }
+            Start::Fresh { reset, snapshot } => {
+                if let Some(reason) = reset {
+                    self.pending.push_back(Arc::new(frame::reset(reason)));
+                }
+                self.last = snapshot.cursor.unwrap_or(0);
+                self.pending.push_back(snapshot);
+                self.phase = Phase::Live;
+            }
+        }
     }
 
-    async fn next(&mut self) -> Option<SharedFrame> {
-        loop {
-            if let Some(f) = self.pending.pop_front() {
-                return Some(f);
+    /// A page of the replay, read from the store, up to `until`.
+    fn replayed(&mut self, page: Result<Vec<StoredEvent>, StoreError>, until: u64) {
+        let page = match page {
+            Ok(p) => p,
+            Err(e) => {
+                debug!(error = %e, "replay read failed; ending stream");
+                self.phase = Phase::Done;
+                return;
             }
-            match self.phase {
-                Phase::Done => return None,
-                Phase::Subscribe { cursor } => {
-                    // Boxed, as the replay read below: the future of
-                    // `next` is made anew for every frame, and these rare
-                    // steps' futures held inline would make it as large as
-                    // they are, copied each time.
-                    let subscribing = Box::pin(self.registry.subscribe(
-                        &self.session,
-                        cursor,
-                        self.epoch.clone(),
-                    ));
-                    let sub = match subscribing.await {
-                        Ok(s) => s,
-                        Err(SessionError::Stopped) => return None,
-                        Err(e) => {
-                            debug!(error = %e, "subscription failed");
-                            return None;
-                        }
-                    };
-                    self.epoch = Some(sub.meta.epoch.clone());
-                    self.rx = Some(sub.rx);
-                    match sub.start {
-                        Start::Resume { after } => {
-                            self.last = after;
-                            self.phase = Phase::Replay {
-                                until: sub.meta.head,
-                            };
-                        }
-                        Start::Fresh { reset, snapshot } => {
-                            if let Some(reason) = reset {
-                                self.pending.push_back(Arc::new(frame::reset(reason)));
-                            }
-                            self.last = snapshot.cursor.unwrap_or(0);
-                            self.pending.push_back(snapshot);
-                            self.phase = Phase::Live;
-                        }
-                    }
+        };
+        if page.first().map(|e| e.cursor) != Some(self.last + 1) {
+            // Trimmed while we replayed: let the actor decide
+            // (it answers reset + snapshot past retention).
+            self.resubscribe();
+            return;
+        }
+        for ev in page {
+            self.last = ev.cursor;
+            self.pending.push_back(Arc::new(Frame::replayed(
+                self.epoch.as_deref().unwrap_or_default(),
+                ev.cursor,
+                ev.received_ms,
+                &ev.frame,
+            )));
+        }
+        self.phase = Phase::Replay { until };
+    }
+
+    /// What the live feed gave: the frame to send, if any (a frame already
+    /// sent is skipped; a hole, a lag or the feed's end send the machine
+    /// back to the actor, to catch up from the store).
+    fn received(
+        &mut self,
+        got: Option<Result<SharedFrame, BroadcastStreamRecvError>>,
+    ) -> Option<SharedFrame> {
+        match got {
+            Some(Ok(f)) if f.kind != FrameKind::Delta => {
+                // The session was deleted: reset, then its new snapshot,
+                // from which the stream goes on.
+                match f.cursor {
+                    Some(c) => self.last = c,
+                    // A new epoch began; resume by cursor from here on.
+                    None => self.epoch = None,
                 }
-                Phase::Replay { until } => {
-                    if self.last >= until {
-                        self.phase = Phase::Live;
-                        continue;
-                    }
-                    let want = self.page.min((until - self.last) as usize);
-                    let reading = std::time::Instant::now();
-                    let read =
-                        Box::pin(self.registry.store().read(&self.session, self.last, want)).await;
-                    metrics::histogram!("projector_replay_read_seconds").record(reading.elapsed());
-                    let page = match read {
-                        Ok(p) => p,
-                        Err(e) => {
-                            debug!(error = %e, "replay read failed; ending stream");
-                            self.phase = Phase::Done;
-                            continue;
-                        }
-                    };
-                    if page.first().map(|e| e.cursor) != Some(self.last + 1) {
-                        // Trimmed while we replayed: let the actor decide
-                        // (it answers reset + snapshot past retention).
-                        self.resubscribe();
-                        continue;
-                    }
-                    for ev in page {
-                        self.last = ev.cursor;
-                        self.pending.push_back(Arc::new(Frame::replayed(
-                            self.epoch.as_deref().unwrap_or_default(),
-                            ev.cursor,
-                            ev.received_ms,
-                            &ev.frame,
-                        )));
-                    }
+                Some(f)
+            }
+            Some(Ok(f)) => {
+                let c = f.cursor.unwrap_or(0);
+                if c <= self.last {
+                    return None;
                 }
-                Phase::Live if !self.announced => {
-                    self.announced = true;
-                    return Some(Arc::new(frame::live(self.last)));
+                if c == self.last + 1 {
+                    self.last = c;
+                    return Some(f);
                 }
-                Phase::Live => {
-                    let Some(rx) = self.rx.as_mut() else {
-                        self.resubscribe();
-                        continue;
-                    };
-                    match rx.recv().await {
-                        Ok(f) if f.kind != FrameKind::Delta => {
-                            // The session was deleted: reset, then its new
-                            // snapshot, from which the stream goes on.
-                            match f.cursor {
-                                Some(c) => self.last = c,
-                                // A new epoch began; resume by cursor from here on.
-                                None => self.epoch = None,
-                            }
-                            return Some(f);
-                        }
-                        Ok(f) => {
-                            let c = f.cursor.unwrap_or(0);
-                            if c <= self.last {
-                                continue;
-                            }
-                            if c == self.last + 1 {
-                                self.last = c;
-                                return Some(f);
-                            }
-                            // A hole in the feed: catch up from the store.
-                            self.resubscribe();
-                        }
-                        Err(RecvError::Lagged(missed)) => {
-                            metrics::counter!("projector_lag_catchups_total").increment(1);
-                            debug!(
-                                missed,
-                                last = self.last,
-                                "subscriber lagged; catching up from the store"
-                            );
-                            self.resubscribe();
-                        }
-                        Err(RecvError::Closed) => {
-                            // The actor stopped (shutdown or failure); a new
-                            // actor picks up if the server is still running.
-                            self.resubscribe();
-                        }
-                    }
-                }
+                // A hole in the feed: catch up from the store.
+                self.resubscribe();
+                None
+            }
+            Some(Err(BroadcastStreamRecvError::Lagged(missed))) => {
+                metrics::counter!("projector_lag_catchups_total").increment(1);
+                debug!(
+                    missed,
+                    last = self.last,
+                    "subscriber lagged; catching up from the store"
+                );
+                self.resubscribe();
+                None
+            }
+            None => {
+                // The actor stopped (shutdown or failure); a new actor
+                // picks up if the server is still running.
+                self.resubscribe();
+                None
             }
         }
     }

@@ -25,60 +25,69 @@ const HEARTBEAT: &[u8] = b": keep-alive\n\n";
 /// Most frames coalesced into one write.
 const COALESCE: usize = 64;
 
-/// An SSE response over a frame stream.
+/// An SSE response over a frame stream: each frame's shared SSE bytes as
+/// they are. Whoever writes the response puts the frames that are ready
+/// together into one write (`serve::events` itself, the body the layers
+/// read through `Coalesce`).
 pub fn response(
     frames: impl Stream<Item = SharedFrame> + Send + 'static,
     heartbeat: Duration,
     shutdown: CancellationToken,
 ) -> Response {
-    let batches = Coalesce {
-        frames: Box::pin(frames),
-        ended: false,
-    };
-    bytes_response(batches, heartbeat, shutdown)
+    let bytes = Box::pin(frames).map(|f| {
+        super::delivered(f.born);
+        f.sse.clone()
+    });
+    bytes_response(bytes, heartbeat, shutdown)
 }
 
-/// The SSE bytes of every frame ready now (up to [`COALESCE`]) as one item:
-/// a lone frame's shared bytes as they are, several copied into one buffer.
+/// The chunks of a body that are ready now (up to [`COALESCE`]) as one
+/// item: a lone chunk as it is (shared, not copied), several copied into
+/// one buffer, so the layers (compression, hyper) see one write.
 struct Coalesce {
-    frames: Pin<Box<dyn Stream<Item = SharedFrame> + Send>>,
-    /// The frames ended while a batch was taken (never poll them again).
-    ended: bool,
+    chunks: DirectStream,
+    /// The chunks ended (or failed) while a batch was taken: what was
+    /// taken goes first, then this.
+    last: Option<Option<Result<Bytes, axum::BoxError>>>,
 }
 
 impl Stream for Coalesce {
-    type Item = Bytes;
+    type Item = Result<Bytes, axum::BoxError>;
 
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        if self.ended {
-            return Poll::Ready(None);
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(last) = self.last.take() {
+            // Ended: stays ended (the inner stream is never polled again).
+            self.last = Some(None);
+            return Poll::Ready(last);
         }
-        let Some(first) = ready!(self.frames.as_mut().poll_next(cx)) else {
-            return Poll::Ready(None);
+        let first = match ready!(self.chunks.as_mut().poll_next(cx)) {
+            Some(Ok(b)) => b,
+            other => {
+                self.last = Some(None);
+                return Poll::Ready(other);
+            }
         };
-        // The oldest frame of the batch stands for it.
-        super::delivered(first.born);
         let mut buf: Option<BytesMut> = None;
         for _ in 1..COALESCE {
-            match self.frames.as_mut().poll_next(cx) {
-                Poll::Ready(Some(f)) => buf
+            match self.chunks.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(b))) => buf
                     .get_or_insert_with(|| {
-                        let mut b = BytesMut::with_capacity(first.sse.len() * 4);
-                        b.extend_from_slice(&first.sse);
-                        b
+                        let mut buf = BytesMut::with_capacity(first.len() * 4);
+                        buf.extend_from_slice(&first);
+                        buf
                     })
-                    .extend_from_slice(&f.sse),
-                Poll::Ready(None) => {
-                    self.ended = true;
+                    .extend_from_slice(&b),
+                Poll::Ready(other) => {
+                    self.last = Some(other);
                     break;
                 }
                 Poll::Pending => break,
             }
         }
-        Poll::Ready(Some(match buf {
+        Poll::Ready(Some(Ok(match buf {
             Some(b) => b.freeze(),
-            None => first.sse.clone(),
-        }))
+            None => first,
+        })))
     }
 }
 
@@ -119,7 +128,7 @@ fn offered(body: DirectStream, content_type: &'static str) -> Response {
     // still there.
     let lazy = futures_util::stream::once(async move { taken.take() })
         .filter_map(std::future::ready)
-        .flatten();
+        .flat_map(|chunks| Coalesce { chunks, last: None });
     let mut resp = Response::new(Body::from_stream(lazy));
     resp.extensions_mut().insert(slot);
     *resp.status_mut() = StatusCode::OK;
@@ -270,31 +279,52 @@ mod tests {
             .collect()
     }
 
+    fn chunks(fs: &[SharedFrame]) -> Vec<Result<Bytes, axum::BoxError>> {
+        fs.iter().map(|f| Ok(f.sse.clone())).collect()
+    }
+
     #[tokio::test]
-    async fn ready_frames_go_out_as_one_write_and_a_lone_one_is_shared() {
+    async fn ready_chunks_go_out_as_one_write_and_a_lone_one_is_shared() {
         let fs = frames(3);
         let expected: Vec<u8> = fs.iter().flat_map(|f| f.sse.to_vec()).collect();
         // `unfold`, like the subscriber's stream, panics if polled after its end.
-        let src = futures_util::stream::unfold(fs.clone().into_iter(), |mut it| async move {
+        let src = futures_util::stream::unfold(chunks(&fs).into_iter(), |mut it| async move {
             it.next().map(|f| (f, it))
         });
         let mut c = Coalesce {
-            frames: Box::pin(src),
-            ended: false,
+            chunks: Box::pin(src),
+            last: None,
         };
-        assert_eq!(c.next().await.unwrap(), expected);
+        assert_eq!(c.next().await.unwrap().unwrap(), expected);
         assert!(c.next().await.is_none());
         assert!(c.next().await.is_none());
 
         let lone = frames(1);
         let mut c = Coalesce {
-            frames: Box::pin(
-                futures_util::stream::iter(lone.clone()).chain(futures_util::stream::pending()),
+            chunks: Box::pin(
+                futures_util::stream::iter(chunks(&lone)).chain(futures_util::stream::pending()),
             ),
-            ended: false,
+            last: None,
         };
-        let b = c.next().await.unwrap();
-        assert_eq!(b.as_ptr(), lone[0].sse.as_ptr(), "no copy of a lone frame");
+        let b = c.next().await.unwrap().unwrap();
+        assert_eq!(b.as_ptr(), lone[0].sse.as_ptr(), "no copy of a lone chunk");
+    }
+
+    /// A body that fails after some chunks gives those chunks, then the
+    /// error, then ends.
+    #[tokio::test]
+    async fn a_failure_comes_after_the_chunks_before_it() {
+        let fs = frames(2);
+        let mut items = chunks(&fs);
+        items.push(Err("cut".into()));
+        let mut c = Coalesce {
+            chunks: Box::pin(futures_util::stream::iter(items)),
+            last: None,
+        };
+        let expected: Vec<u8> = fs.iter().flat_map(|f| f.sse.to_vec()).collect();
+        assert_eq!(c.next().await.unwrap().unwrap(), expected);
+        assert!(c.next().await.unwrap().is_err());
+        assert!(c.next().await.is_none());
     }
 
     /// A stream that writes more often than the heartbeat period sends no
