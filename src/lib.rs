@@ -225,7 +225,7 @@ pub async fn serve(
     } else {
         None
     };
-    let state = http::AppState {
+    let state = http::AppState::new(http::AppShared {
         auth,
         limits: Arc::new(http::limits::Limiter::new(&cfg.limits)),
         registry: registry.clone(),
@@ -236,7 +236,7 @@ pub async fn serve(
         gateway,
         streams,
         compressed_streams: Default::default(),
-    };
+    });
     let app = http::router(state);
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "agent-projector listening on http://{addr}");

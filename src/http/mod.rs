@@ -46,9 +46,30 @@ use error::Problem;
 
 pub use extract::{ActionId, MessageId, SessionId};
 
-/// What every handler can reach.
+/// What every handler can reach: one shared allocation behind a handle,
+/// so that the clones a request makes of it (one per extractor and
+/// middleware that takes the state) are one reference count each, not one
+/// per field (and a lock, for the shutdown token). Its fields are read
+/// through it as if they were its own.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<AppShared>);
+
+impl AppState {
+    pub fn new(shared: AppShared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = AppShared;
+
+    fn deref(&self) -> &AppShared {
+        &self.0
+    }
+}
+
+/// The parts of [`AppState`].
+pub struct AppShared {
     pub auth: Arc<auth::Authenticator>,
     pub limits: Arc<limits::Limiter>,
     pub registry: Registry,
