@@ -100,6 +100,7 @@ async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::
     // not read, so it cannot make the server spin), and its hang-up shows
     // at the next write instead.
     let mut watch_peer = true;
+    let peer = crate::stream::wake::WakeFlag::new();
     let mut ended = false;
     let mut failed = None;
     std::future::poll_fn(|cx| {
@@ -155,8 +156,16 @@ async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::
                 // Asleep until the body or the client wakes the task: the
                 // client only by closing, or by sending bytes, which a
                 // connection that closes after this response never answers.
-                while watch_peer {
-                    ready!(io.poll_read_ready(cx))?;
+                // Looked at only when the socket woke the task (a lock
+                // per look), with a waker that says so.
+                peer.register(cx);
+                while watch_peer && peer.take() {
+                    match io.poll_read_ready(&mut peer.context()) {
+                        Poll::Pending => break,
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        // Looked at again below (a `WouldBlock` clears it).
+                        Poll::Ready(Ok(())) => peer.raise(),
+                    }
                     match io.try_read(&mut [0u8; 1]) {
                         Ok(0) => return Poll::Ready(Ok(())),
                         Ok(_) => watch_peer = false,

@@ -22,6 +22,7 @@ pub mod mux;
 pub mod sse;
 pub mod ui;
 pub mod umo;
+pub(crate) mod wake;
 pub mod ws;
 
 pub use expiry::until_expiry;

@@ -187,6 +187,7 @@ where
         unchecked: 0,
         beat,
         ended: false,
+        rare: super::wake::WakeFlag::new(),
     }
 }
 
@@ -207,6 +208,9 @@ struct Heartbeats<S> {
     unchecked: u8,
     beat: &'static [u8],
     ended: bool,
+    /// The timer and the token are polled with this waker, and again only
+    /// once one of them used it.
+    rare: super::wake::WakeFlag,
 }
 
 impl<S: Stream<Item = Bytes> + Unpin> Stream for Heartbeats<S> {
@@ -217,11 +221,11 @@ impl<S: Stream<Item = Bytes> + Unpin> Stream for Heartbeats<S> {
         if this.ended {
             return Poll::Ready(None);
         }
+        this.rare.register(cx);
         if this.unchecked >= STOP_CHECK_EVERY {
             this.unchecked = 0;
-            if this.stop.as_mut().poll(cx).is_ready() {
-                this.ended = true;
-                return Poll::Ready(None);
+            if let Poll::Ready(end) = this.poll_rare() {
+                return Poll::Ready(end);
             }
         }
         match this.items.poll_next_unpin(cx) {
@@ -236,20 +240,35 @@ impl<S: Stream<Item = Bytes> + Unpin> Stream for Heartbeats<S> {
             }
             Poll::Pending => this.unchecked = 0,
         }
-        if this.stop.as_mut().poll(cx).is_ready() {
-            this.ended = true;
+        this.poll_rare()
+    }
+}
+
+impl<S> Heartbeats<S> {
+    /// The shutdown token, then the timer, if either woke the task since
+    /// they were last looked at: the end, a heartbeat, or pending.
+    fn poll_rare(&mut self) -> Poll<Option<Bytes>> {
+        if !self.rare.take() {
+            return Poll::Pending;
+        }
+        let mut rare = self.rare.context();
+        if self.stop.as_mut().poll(&mut rare).is_ready() {
+            self.ended = true;
             return Poll::Ready(None);
         }
-        while this.tick.as_mut().poll(cx).is_ready() {
-            let next = match this.wrote.take() {
-                Some(at) if at + this.every > Instant::now() => at + this.every,
+        while self.tick.as_mut().poll(&mut rare).is_ready() {
+            let next = match self.wrote.take() {
+                Some(at) if at + self.every > Instant::now() => at + self.every,
                 _ => {
-                    let at = Instant::now() + this.every;
-                    this.tick.as_mut().reset(at);
-                    return Poll::Ready(Some(Bytes::from_static(this.beat)));
+                    let at = Instant::now() + self.every;
+                    self.tick.as_mut().reset(at);
+                    // The timer, set anew, is looked at (and learns the
+                    // waker) at the next poll.
+                    self.rare.raise();
+                    return Poll::Ready(Some(Bytes::from_static(self.beat)));
                 }
             };
-            this.tick.as_mut().reset(next);
+            self.tick.as_mut().reset(next);
         }
         Poll::Pending
     }
