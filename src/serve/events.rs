@@ -1,13 +1,14 @@
 //! Serving one event-stream request on a connection of its own, without
 //! hyper: the router answers it as it would through hyper, then its head
-//! and body go out as the body gives them: every chunk ready at once (the
-//! head with the first) framed and copied into one buffer and written with
-//! one `send`, and the connection closes when the body ends. The body is
-//! the handler's own stream where the layers left it as it was
-//! ([`Direct`]), so a frame does not pass through their wrappers. It is
-//! polled until it has nothing ready, then its bytes are written, and it is
-//! not asked again until it wakes the task: one look at an empty feed per
-//! batch, as a task that awaits a broadcast receiver and writes makes.
+//! and body go out as the body gives them, framed and copied into one
+//! buffer and written with one `send` (the head with the first chunk), and
+//! the connection closes when the body ends. The body is the handler's own
+//! stream where the layers left it as it was ([`Direct`]), so a frame does
+//! not pass through their wrappers. The first chunk of a wake is written at
+//! once, then the chunks ready after it together; once the body has nothing
+//! ready it is not asked again until it wakes the task: one look at an
+//! empty feed per frame, after the write, as a task that awaits a broadcast
+//! receiver and writes makes.
 //! While the stream is idle the connection holds no read or write buffer
 //! (hyper keeps 8 KiB of each for a connection's life), only the socket and
 //! the body.
@@ -25,7 +26,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tower::ServiceExt;
 
-use crate::stream::sse::{Direct, DirectStream};
+use crate::stream::sse::{Direct, DirectStream, COALESCE};
 
 /// Answer `req` on `io` and close.
 pub async fn serve(mut io: TcpStream, req: Request<Body>, app: Router) {
@@ -121,7 +122,7 @@ async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::
             if !drained && !ended && failed.is_none() && out.len() < GATHER_BYTES {
                 // Every chunk ready now (up to a bound), to go out in one
                 // write with what is queued (at first, the head).
-                for _ in 0..GATHER {
+                for _ in 0..COALESCE {
                     match data.as_mut().poll_next(cx) {
                         Poll::Ready(Some(Ok(bytes))) => out.push(bytes, chunked),
                         // A failed body ends the connection without its
@@ -180,9 +181,8 @@ async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::
     .await
 }
 
-/// Most body chunks taken in one go, and the bytes past which no more are
-/// taken before writing.
-const GATHER: usize = 64;
+/// The bytes past which no more body chunks are taken before writing (and
+/// at most [`COALESCE`] chunks).
 const GATHER_BYTES: usize = 64 * 1024;
 /// Chunks up to this size are copied together into one buffer (one `send`
 /// for a frame and its chunk framing, or for several frames); larger ones

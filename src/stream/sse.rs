@@ -22,8 +22,8 @@ use crate::frame::SharedFrame;
 /// reconnection delay.
 const PREAMBLE: &[u8] = b": agent-projector\nretry: 2000\n\n";
 const HEARTBEAT: &[u8] = b": keep-alive\n\n";
-/// Most frames coalesced into one write.
-const COALESCE: usize = 64;
+/// Most frames coalesced into one write (here and by `serve::events`).
+pub(crate) const COALESCE: usize = 64;
 
 /// An SSE response over a frame stream: each frame's shared SSE bytes as
 /// they are. Whoever writes the response puts the frames that are ready
@@ -184,20 +184,17 @@ where
         // stream would make its waiter list one lock.
         stop: Box::pin(shutdown.child_token().cancelled_owned()),
         wrote: None,
-        unchecked: 0,
         beat,
         ended: false,
         rare: super::wake::WakeFlag::new(),
     }
 }
 
-/// Items in a row taken without looking at the shutdown token.
-const STOP_CHECK_EVERY: u8 = 32;
-
-/// [`with_heartbeats`]' stream. The items are polled first: a frame goes
-/// out without touching the timer or the shutdown token (each a lock or a
-/// timer-wheel visit per poll); both are looked at when no item is ready,
-/// and the token after at most [`STOP_CHECK_EVERY`] items in a row.
+/// [`with_heartbeats`]' stream. The timer and the shutdown token are
+/// looked at (each a lock or a timer-wheel visit) only when one of them
+/// woke the task, so a frame goes out without touching either, and a
+/// stream whose items are always ready still ends as soon as the token is
+/// cancelled.
 struct Heartbeats<S> {
     items: S,
     every: Duration,
@@ -205,7 +202,6 @@ struct Heartbeats<S> {
     stop: Pin<Box<tokio_util::sync::WaitForCancellationFutureOwned>>,
     /// When the stream last wrote an item, if it did since the timer was set.
     wrote: Option<Instant>,
-    unchecked: u8,
     beat: &'static [u8],
     ended: bool,
     /// The timer and the token are polled with this waker, and again only
@@ -222,25 +218,15 @@ impl<S: Stream<Item = Bytes> + Unpin> Stream for Heartbeats<S> {
             return Poll::Ready(None);
         }
         this.rare.register(cx);
-        if this.unchecked >= STOP_CHECK_EVERY {
-            this.unchecked = 0;
-            if let Poll::Ready(end) = this.poll_rare() {
-                return Poll::Ready(end);
-            }
+        if let Poll::Ready(rare) = this.poll_rare() {
+            return Poll::Ready(rare);
         }
-        match this.items.poll_next_unpin(cx) {
-            Poll::Ready(Some(b)) => {
-                this.wrote = Some(Instant::now());
-                this.unchecked += 1;
-                return Poll::Ready(Some(b));
-            }
-            Poll::Ready(None) => {
-                this.ended = true;
-                return Poll::Ready(None);
-            }
-            Poll::Pending => this.unchecked = 0,
+        let item = ready!(this.items.poll_next_unpin(cx));
+        match item {
+            Some(_) => this.wrote = Some(Instant::now()),
+            None => this.ended = true,
         }
-        this.poll_rare()
+        Poll::Ready(item)
     }
 }
 
@@ -381,8 +367,8 @@ mod tests {
         drop(tx);
     }
 
-    /// A stream whose items are always ready still ends on shutdown: the
-    /// token is looked at after at most `STOP_CHECK_EVERY` items in a row.
+    /// A stream whose items are always ready still ends on shutdown, at the
+    /// next poll: the token's wake says it is to be looked at.
     #[tokio::test]
     async fn a_stream_that_never_idles_still_ends_on_shutdown() {
         let stop = CancellationToken::new();
@@ -396,10 +382,6 @@ mod tests {
         assert_eq!(s.next().await.unwrap(), "f");
         stop.cancel();
         let rest = s.collect::<Vec<_>>().await;
-        assert!(
-            rest.len() <= STOP_CHECK_EVERY as usize,
-            "{} items after shutdown",
-            rest.len()
-        );
+        assert!(rest.is_empty(), "{} items after shutdown", rest.len());
     }
 }

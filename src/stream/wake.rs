@@ -57,7 +57,9 @@ impl WakeFlag {
     /// [`WakeFlag::raise`]): if so, every source must be polled again
     /// (with [`WakeFlag::context`]) before the stream says it is pending.
     pub(crate) fn take(&self) -> bool {
-        self.flag.fired.swap(false, Ordering::AcqRel)
+        // Read first: the flag is down at almost every poll, and a read
+        // does not take the line for writing as the swap does.
+        self.flag.fired.load(Ordering::Relaxed) && self.flag.fired.swap(false, Ordering::AcqRel)
     }
 
     /// Look at the sources at the next poll, woken or not (one of them was
