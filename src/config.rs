@@ -167,6 +167,9 @@ impl Config {
 pub struct StorageConfig {
     pub min_free_bytes: u64,
     pub cache_bytes: usize,
+    /// The longest a plain append waits in the write-ahead log before the
+    /// database takes it, in ms.
+    pub flush_interval_ms: u64,
 }
 
 /// `[redis]`: the shared store of a multi-node deployment (`store = "redis"`).

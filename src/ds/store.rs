@@ -29,6 +29,7 @@ pub fn open_store(cfg: &Config) -> Result<SharedLog, StoreError> {
                 retention: keep_all,
                 min_free_bytes: cfg.storage.min_free_bytes,
                 cache_bytes: cfg.storage.cache_bytes,
+                flush_interval: std::time::Duration::from_millis(cfg.storage.flush_interval_ms),
             },
         )?),
         StoreKind::Redis => {

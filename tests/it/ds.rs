@@ -177,6 +177,7 @@ async fn an_expired_streams_data_leaves_the_disk() {
             },
             min_free_bytes: 0,
             cache_bytes: 1 << 20,
+            flush_interval: std::time::Duration::from_millis(250),
         },
     )
     .unwrap();

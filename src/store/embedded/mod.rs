@@ -1,10 +1,19 @@
 //! Durable embedded event log on redb: one database file under the data
-//! dir. Every write goes through the group-commit `writer` thread and is
-//! durable (fsync) before it is acknowledged; reads are MVCC read
-//! transactions on tokio's blocking pool and never wait for writes.
+//! dir, and a write-ahead log beside it. Every write goes through the
+//! group-commit `writer` thread and is durable (fsync) before it is
+//! acknowledged: plain appends in the log, the rest in the database, which
+//! takes the log every `flush_interval`. Reads look at the logged appends
+//! (`pending`) and at MVCC read transactions on tokio's blocking pool, and
+//! never wait for writes.
 
+mod logged;
 mod overlay;
+mod pending;
 mod slot;
+mod tables;
+mod wal;
+#[cfg(test)]
+mod wal_tests;
 mod writer;
 
 use std::ops::Bound;
@@ -19,7 +28,9 @@ use tokio::sync::{mpsc, oneshot};
 use super::{
     codec, AppendBatch, Checkpoint, EventLog, Retention, SessionMeta, StoreError, StoredEvent,
 };
+use pending::Pending;
 use slot::{DbSlot, Health};
+pub use wal::WAL_FILES;
 use writer::{Job, Msg, Writer};
 
 const EVENTS: TableDefinition<'static, (&str, u64), &[u8]> = TableDefinition::new("events");
@@ -41,11 +52,15 @@ pub struct EmbeddedOptions {
     pub min_free_bytes: u64,
     /// redb's page cache, in bytes.
     pub cache_bytes: usize,
+    /// The longest a plain append stays in the write-ahead log before the
+    /// database takes it (sooner past 16,384 events or 32 MiB).
+    pub flush_interval: Duration,
 }
 
 /// The redb backend.
 pub struct EmbeddedLog {
     slot: Arc<DbSlot>,
+    pending: Arc<Pending>,
     path: PathBuf,
     jobs: mpsc::Sender<Msg>,
     writer: Option<std::thread::JoinHandle<()>>,
@@ -121,14 +136,45 @@ impl EmbeddedLog {
             dir.to_path_buf(),
             opts.cache_bytes,
         ));
+        let wal_err = |e: Box<dyn std::error::Error + Send + Sync>| StoreError::Embedded {
+            path: dir.join(WAL_FILES[0]).display().to_string(),
+            source: e,
+        };
+        let ([wal, spare], logged) = wal::Wal::open_pair(dir).map_err(|e| wal_err(e.into()))?;
+        let pending = Arc::new(Pending::default());
         let (jobs, rx) = mpsc::channel(4096);
-        let writer = Writer {
+        let (to_flusher, flush_jobs) = std::sync::mpsc::channel();
+        let (flushed, from_flusher) = std::sync::mpsc::channel();
+        let mut writer = Writer {
             slot: slot.clone(),
             path: path.clone(),
             dir: dir.to_path_buf(),
             retention: opts.retention,
             min_free_bytes: opts.min_free_bytes,
+            wal,
+            spare: Some(spare),
+            spare_holds: false,
+            next_gen: 0,
+            to_flusher,
+            from_flusher,
+            in_flight: false,
+            flusher: None,
+            pending: pending.clone(),
+            logged: Vec::new(),
+            logged_events: 0,
+            logged_since: None,
+            flush_interval: opts.flush_interval,
         };
+        writer.replay(&logged).map_err(|e| wal_err(e.into()))?;
+        let (flush_slot, wake) = (slot.clone(), jobs.downgrade());
+        writer.flusher = Some(
+            std::thread::Builder::new()
+                .name("projector-store-flusher".into())
+                .spawn(move || {
+                    logged::flusher(flush_slot, opts.retention, flush_jobs, flushed, wake)
+                })
+                .map_err(|e| wrap(Box::new(e)))?,
+        );
         let writer = std::thread::Builder::new()
             .name("projector-store-writer".into())
             .spawn(move || writer.run(rx))
@@ -138,8 +184,14 @@ impl EmbeddedLog {
             .name("projector-store-healer".into())
             .spawn(move || heal(&healing, &weak))
             .map_err(|e| wrap(Box::new(e)))?;
+        let (weak, every) = (jobs.downgrade(), opts.flush_interval / 2);
+        std::thread::Builder::new()
+            .name("projector-store-ticker".into())
+            .spawn(move || tick(every, &weak))
+            .map_err(|e| wrap(Box::new(e)))?;
         Ok(EmbeddedLog {
             slot,
+            pending,
             path,
             jobs,
             writer: Some(writer),
@@ -207,6 +259,16 @@ fn heal(health: &Health, jobs: &mpsc::WeakSender<Msg>) {
     }
 }
 
+/// The ticker: tells the writer when to look at the log's age, until the
+/// store closes.
+fn tick(every: Duration, jobs: &mpsc::WeakSender<Msg>) {
+    loop {
+        std::thread::sleep(every.max(Duration::from_millis(5)));
+        let Some(tx) = jobs.upgrade() else { return };
+        let _ = tx.try_send(Msg::Tick);
+    }
+}
+
 /// Map any redb error of a read to a store error naming the file.
 fn rerr(path: &Path) -> impl Fn(redb::Error) -> StoreError + '_ {
     move |e| StoreError::Embedded {
@@ -226,6 +288,9 @@ impl EventLog for EmbeddedLog {
     }
 
     async fn meta(&self, session: &str) -> Result<Option<SessionMeta>, StoreError> {
+        if let Some(m) = self.pending.meta(session) {
+            return Ok(Some(m));
+        }
         let session = session.to_string();
         let path = self.path.clone();
         self.read_txn(move |r| {
@@ -254,23 +319,33 @@ impl EventLog for EmbeddedLog {
         after: u64,
         limit: usize,
     ) -> Result<Vec<StoredEvent>, StoreError> {
+        // The logged tail first: what leaves it for the database after
+        // this is in the database's read below.
+        let (first, tail) = self.pending.tail(session, after, limit).unwrap_or_default();
+        // Behind a logged checkpoint, events retention trimmed are gone.
+        let after = after.max(first.saturating_sub(1));
         let session = session.to_string();
         let path = self.path.clone();
-        self.read_txn(move |r| {
-            let t = r.open_table(EVENTS).map_err(|e| rerr(&path)(e.into()))?;
-            let start = after.saturating_add(1);
-            let mut out = Vec::new();
-            for item in t
-                .range((session.as_str(), start)..=(session.as_str(), u64::MAX))
-                .map_err(|e| rerr(&path)(e.into()))?
-                .take(limit)
-            {
-                let (k, v) = item.map_err(|e| rerr(&path)(e.into()))?;
-                out.push(codec::decode_event(&session, k.value().1, v.value())?);
-            }
-            Ok(out)
-        })
-        .await
+        let mut out = self
+            .read_txn(move |r| {
+                let t = r.open_table(EVENTS).map_err(|e| rerr(&path)(e.into()))?;
+                let start = after.saturating_add(1);
+                let mut out = Vec::new();
+                for item in t
+                    .range((session.as_str(), start)..=(session.as_str(), u64::MAX))
+                    .map_err(|e| rerr(&path)(e.into()))?
+                    .take(limit)
+                {
+                    let (k, v) = item.map_err(|e| rerr(&path)(e.into()))?;
+                    out.push(codec::decode_event(&session, k.value().1, v.value())?);
+                }
+                Ok(out)
+            })
+            .await?;
+        let last = out.last().map_or(after, |e| e.cursor);
+        let room = limit - out.len();
+        out.extend(tail.into_iter().filter(|e| e.cursor > last).take(room));
+        Ok(out)
     }
 
     async fn lookup_ids(
@@ -278,16 +353,27 @@ impl EventLog for EmbeddedLog {
         session: &str,
         ids: &[String],
     ) -> Result<Vec<Option<u64>>, StoreError> {
+        // Logged ids first: an id that leaves the log for the database
+        // after this is in the database's read below.
+        let (logged, first) = self.pending.ids(session, ids);
+        let first = first.unwrap_or(0);
+        if logged.iter().all(Option::is_some) {
+            return Ok(logged);
+        }
         let session = session.to_string();
         let ids = ids.to_vec();
         let path = self.path.clone();
         self.read_txn(move |r| {
             let t = r.open_table(IDS).map_err(|e| rerr(&path)(e.into()))?;
             ids.iter()
-                .map(|id| {
-                    t.get((session.as_str(), id.as_str()))
-                        .map(|v| v.map(|v| v.value()))
-                        .map_err(|e| rerr(&path)(e.into()))
+                .zip(logged)
+                .map(|(id, logged)| match logged {
+                    Some(c) => Ok(Some(c)),
+                    // Ids of events retention trimmed leave the index.
+                    None => t
+                        .get((session.as_str(), id.as_str()))
+                        .map(|v| v.map(|v| v.value()).filter(|c| *c >= first))
+                        .map_err(|e| rerr(&path)(e.into())),
                 })
                 .collect()
         })
@@ -295,6 +381,9 @@ impl EventLog for EmbeddedLog {
     }
 
     async fn checkpoint(&self, session: &str) -> Result<Option<Checkpoint>, StoreError> {
+        if let Some(cp) = self.pending.checkpoint(session) {
+            return Ok(Some(cp));
+        }
         let session = session.to_string();
         let path = self.path.clone();
         self.read_txn(move |r| {
@@ -347,6 +436,7 @@ impl EventLog for EmbeddedLog {
     ) -> Result<Vec<(String, SessionMeta)>, StoreError> {
         let after = after.map(str::to_string);
         let path = self.path.clone();
+        let pending = self.pending.clone();
         self.read_txn(move |r| {
             let t = r.open_table(META).map_err(|e| rerr(&path)(e.into()))?;
             let lower = match &after {
@@ -359,7 +449,10 @@ impl EventLog for EmbeddedLog {
                 .map_err(|e| rerr(&path)(e.into()))?
             {
                 let (k, v) = item.map_err(|e| rerr(&path)(e.into()))?;
-                let meta = codec::decode_meta(k.value(), v.value())?;
+                let meta = match pending.meta(k.value()) {
+                    Some(m) => m,
+                    None => codec::decode_meta(k.value(), v.value())?,
+                };
                 if !meta.deleted {
                     out.push((k.value().to_string(), meta));
                     if out.len() >= limit {
@@ -374,12 +467,16 @@ impl EventLog for EmbeddedLog {
 
     async fn expired(&self, before_ms: u64, limit: usize) -> Result<Vec<String>, StoreError> {
         let path = self.path.clone();
+        let pending = self.pending.clone();
         self.read_txn(move |r| {
             let t = r.open_table(META).map_err(|e| rerr(&path)(e.into()))?;
             let mut out = Vec::new();
             for item in t.iter().map_err(|e| rerr(&path)(e.into()))? {
                 let (k, v) = item.map_err(|e| rerr(&path)(e.into()))?;
-                let meta = codec::decode_meta(k.value(), v.value())?;
+                let meta = match pending.meta(k.value()) {
+                    Some(m) => m,
+                    None => codec::decode_meta(k.value(), v.value())?,
+                };
                 if !meta.deleted && meta.updated_ms < before_ms {
                     out.push(k.value().to_string());
                     if out.len() >= limit {
@@ -406,6 +503,7 @@ mod tests {
             },
             min_free_bytes: 0,
             cache_bytes: 4 << 20,
+            flush_interval: Duration::from_millis(250),
         }
     }
 
@@ -532,12 +630,11 @@ mod tests {
             log.append(&s, big()).await.unwrap();
             log.delete(&s).await.unwrap();
             // redb hands freed pages back once later commits have made the
-            // deletion durable and no reader can still see them.
+            // deletion durable and no reader can still see them (opening a
+            // session is a database commit; a plain append is logged).
             for _ in 0..3 {
                 tick += 1;
-                log.append("tick", batch(vec![ev(tick)], None))
-                    .await
-                    .unwrap();
+                log.open(&format!("tick-{tick}")).await.unwrap();
             }
             sizes.push(size());
         }

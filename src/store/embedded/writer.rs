@@ -1,26 +1,38 @@
-//! Group commit: one OS thread owns every redb write. Jobs (open, append,
-//! delete) queue on a channel; the thread takes all that are queued, applies
-//! them in one write transaction, commits it durably (fsync) once, and only
-//! then answers each job. While one commit is on disk the next group queues,
-//! so many concurrent appends share one fsync.
+//! Group commit: one OS thread owns every write. Jobs (open, append,
+//! delete) queue on a channel; the thread takes all that are queued and
+//! makes them durable together before it answers any of them. While one
+//! group is on disk the next one queues, so many appends share one sync.
+//!
+//! A group of plain appends (to sessions the database knows, with no
+//! checkpoint) goes to the log (`wal`): one write and one `fdatasync`, then
+//! the readers' view of it (`pending`), then the answers. Every
+//! `flush_interval`, or past `FLUSH_EVENTS` events, the flusher thread
+//! makes the database take that half of the log while appends go on to the
+//! other (`logged`). Everything else (opening a session, deleting,
+//! forgetting, a checkpoint, a session new to the database) waits for the
+//! flush in flight and is applied here, in one durable database transaction
+//! after the logged appends not yet in the database.
 
 // redb's own error type is large; these helpers only pass it up one level
 // to be turned into a group abort.
 #![allow(clippy::result_large_err)]
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use redb::{ReadableTable, WriteTransaction};
 use tokio::sync::{mpsc, oneshot};
 
+use super::pending::Pending;
 use super::slot::DbSlot;
+use super::tables::{apply_logged, remove_events, trim, Tables};
+use super::wal::{Record, Wal};
 use super::{CHECKPOINTS, EVENTS, IDS, META};
-use crate::store::codec::{self, checkpoint_cursor, event_header};
+use crate::store::codec;
 use crate::store::{
-    age_trim_to, check_cursors, is_forgettable, now_ms, trim_to, AppendBatch, Retention,
-    SessionMeta, StoreError,
+    check_cursors, is_forgettable, now_ms, AppendBatch, Retention, SessionMeta, StoreError,
 };
 
 /// Most jobs in one transaction.
@@ -57,6 +69,8 @@ pub(super) enum Msg {
     Write(Job),
     /// Readiness: can the store write (after reopening it if it must)?
     Probe(oneshot::Sender<Result<(), StoreError>>),
+    /// Time to see whether the database should take the log.
+    Tick,
 }
 
 impl Job {
@@ -71,6 +85,27 @@ impl Job {
     }
 }
 
+/// Logged events past which the database takes the log at once.
+pub(super) const FLUSH_EVENTS: usize = 16_384;
+/// Log bytes past which the database takes the log at once.
+pub(super) const FLUSH_BYTES: u64 = 32 << 20;
+
+/// A half of the log for the database to take.
+pub(super) struct FlushJob {
+    pub records: Vec<Record>,
+    pub wal: Wal,
+    /// The generation the half starts over with once the database has it.
+    pub gen: u64,
+}
+
+/// The flusher's answer: the half back, and the metas after the commit
+/// (or why it failed).
+pub(super) struct Flushed {
+    pub records: Vec<Record>,
+    pub wal: Wal,
+    pub result: Result<HashMap<String, SessionMeta>, String>,
+}
+
 /// What the writer needs.
 pub(super) struct Writer {
     pub slot: Arc<DbSlot>,
@@ -79,6 +114,31 @@ pub(super) struct Writer {
     pub retention: Retention,
     /// Appends are refused (`Full`) when the data dir's filesystem has less free space.
     pub min_free_bytes: u64,
+    /// The half of the log appends go to.
+    pub wal: Wal,
+    /// The other half, when the flusher is not taking it.
+    pub spare: Option<Wal>,
+    /// The spare half holds records a failed flush left (they are in
+    /// `logged` too): the next flush is the writer's own.
+    pub spare_holds: bool,
+    /// The generation the next half to start over gets.
+    pub next_gen: u64,
+    pub to_flusher: std::sync::mpsc::Sender<FlushJob>,
+    pub from_flusher: std::sync::mpsc::Receiver<Flushed>,
+    /// A half is with the flusher.
+    pub in_flight: bool,
+    /// The flusher thread, joined when the writer ends (it holds the
+    /// database, which must be closed when the store is gone).
+    pub flusher: Option<std::thread::JoinHandle<()>>,
+    /// The readers' view of `logged`.
+    pub pending: Arc<Pending>,
+    /// Logged appends the database has not taken yet, in log order.
+    pub logged: Vec<Record>,
+    pub logged_events: usize,
+    /// When the oldest of `logged` was logged.
+    pub logged_since: Option<Instant>,
+    /// The longest an append stays in the log alone.
+    pub flush_interval: Duration,
 }
 
 /// A failure that voids the whole group (storage I/O).
@@ -86,7 +146,7 @@ struct Abort(String);
 
 impl Writer {
     /// Serve jobs until every sender is gone.
-    pub fn run(self, mut rx: mpsc::Receiver<Msg>) {
+    pub fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
         while let Some(first) = rx.blocking_recv() {
             // Jobs waiting behind the first one.
             metrics::histogram!("projector_store_writer_queue_depth").record(rx.len() as f64);
@@ -98,16 +158,23 @@ impl Writer {
                 }
             }
             let mut jobs = Vec::with_capacity(msgs.len());
-            let mut probes = Vec::new();
+            let (mut probes, mut tick) = (Vec::new(), false);
             for m in msgs {
                 match m {
                     Msg::Write(job) => jobs.push(job),
                     Msg::Probe(reply) => probes.push(reply),
+                    Msg::Tick => tick = true,
                 }
             }
-            // After a failed write, the database is reopened before the
-            // next one (once space is back); until then every job is refused.
-            if let Err(e) = self.slot.recover(self.min_free_bytes) {
+            // After a failed write, the database is reopened (and the log
+            // cut back) before the next one, once space is back; until
+            // then every job is refused.
+            let ready = self.slot.recover(self.min_free_bytes).and_then(|()| {
+                self.wal
+                    .repair()
+                    .map_err(|e| DbSlot::refusal(self.unavailable(&e)))
+            });
+            if let Err(e) = ready {
                 for reply in probes {
                     let _ = reply.send(Err(e.again()));
                 }
@@ -119,13 +186,38 @@ impl Writer {
             for reply in probes {
                 let _ = reply.send(Ok(()));
             }
+            self.take_flushed(false);
             if !jobs.is_empty() {
-                self.commit_group(jobs);
+                match self.loggable(&jobs) {
+                    Some(metas) => self.log_group(jobs, metas),
+                    None => self.commit_group(jobs),
+                }
             }
+            let due = self
+                .logged_since
+                .is_some_and(|t| tick && t.elapsed() >= self.flush_interval);
+            if due || self.logged_events >= FLUSH_EVENTS || self.wal.len() >= FLUSH_BYTES {
+                self.flush_soon();
+            }
+        }
+        // Closing: the database takes the log (what it cannot take stays
+        // logged, and the next open replays it).
+        self.await_flush();
+        if !self.logged.is_empty() && self.slot.recover(self.min_free_bytes).is_ok() {
+            self.commit_group(Vec::new());
+        }
+        let Writer {
+            to_flusher,
+            flusher,
+            ..
+        } = self;
+        drop(to_flusher);
+        if let Some(f) = flusher {
+            let _ = f.join();
         }
     }
 
-    fn free_space_short(&self) -> Option<String> {
+    pub(super) fn free_space_short(&self) -> Option<String> {
         if self.min_free_bytes == 0 {
             return None;
         }
@@ -141,7 +233,11 @@ impl Writer {
         }
     }
 
-    fn commit_group(&self, jobs: Vec<Job>) {
+    /// Apply the logged appends and then `jobs` in one durable database
+    /// transaction, after the flush in flight; once it is durable, the log
+    /// starts over.
+    pub(super) fn commit_group(&mut self, jobs: Vec<Job>) {
+        self.await_flush();
         let started = Instant::now();
         // A filesystem short of space refuses appends before redb sees an
         // ENOSPC (which would poison the database until restart); opens and
@@ -154,7 +250,7 @@ impl Writer {
                 _ => admitted.push(job),
             }
         }
-        if admitted.is_empty() {
+        if admitted.is_empty() && self.logged.is_empty() {
             return;
         }
         let db = match self.slot.writable() {
@@ -165,6 +261,12 @@ impl Writer {
             Ok(t) => t,
             Err(e) => return self.fail(admitted, &e),
         };
+        if let Err(e) = apply_logged(self.retention, &txn, &self.logged) {
+            drop(txn);
+            let why = self.unavailable(&e);
+            self.slot.mark_broken(&why);
+            return fail_all(admitted, &why);
+        }
         let mut results = Vec::with_capacity(admitted.len());
         for job in &admitted {
             match self.apply(&txn, job) {
@@ -178,6 +280,9 @@ impl Writer {
         }
         if let Err(e) = txn.commit() {
             return self.fail(admitted, &e);
+        }
+        if !self.logged.is_empty() {
+            self.took_all();
         }
         metrics::histogram!("projector_store_group_jobs").record(admitted.len() as f64);
         metrics::histogram!("projector_store_commit_seconds")
@@ -195,7 +300,7 @@ impl Writer {
         fail_all(jobs, &why);
     }
 
-    fn unavailable(&self, e: &dyn std::fmt::Display) -> String {
+    pub(super) fn unavailable(&self, e: &dyn std::fmt::Display) -> String {
         tracing::error!(path = %self.path.display(), error = %e, "embedded store write failed");
         format!("write to {} failed: {e}", self.path.display())
     }
@@ -268,39 +373,13 @@ impl Writer {
         meta: &SessionMeta,
         batch: &AppendBatch,
     ) -> Result<SessionMeta, redb::Error> {
-        let mut events = txn.open_table(EVENTS)?;
-        let mut ids = txn.open_table(IDS)?;
-        let mut cps = txn.open_table(CHECKPOINTS)?;
-        for e in &batch.events {
-            events.insert((session, e.cursor), codec::encode_event(e).as_slice())?;
-            ids.insert((session, e.event_id.as_str()), e.cursor)?;
-        }
+        let mut t = Tables::open(txn)?;
+        t.insert(session, &batch.events)?;
         if let Some(cp) = &batch.checkpoint {
-            cps.insert(session, codec::encode_checkpoint(cp).as_slice())?;
+            t.cps
+                .insert(session, codec::encode_checkpoint(cp).as_slice())?;
         }
-        let mut next = meta.appended(batch);
-        let cp_cursor = cps.get(session)?.and_then(|v| checkpoint_cursor(v.value()));
-        let mut upto = trim_to(&next, cp_cursor, self.retention);
-        if let Some(age) = self.retention.max_age_ms {
-            let before = now_ms().saturating_sub(age);
-            let mut oldest = Vec::new();
-            for item in events.range((session, next.first)..=(session, next.head))? {
-                let (k, v) = item?;
-                let Some((received, _)) = event_header(v.value()) else {
-                    break;
-                };
-                if received >= before || Some(k.value().1) > cp_cursor {
-                    break;
-                }
-                oldest.push((k.value().1, received));
-            }
-            upto = upto.max(age_trim_to(cp_cursor, before, oldest.into_iter()));
-        }
-        if let Some(upto) = upto {
-            remove_events(&mut events, &mut ids, session, next.first, upto)?;
-            next.first = upto + 1;
-        }
-        Ok(next)
+        trim(self.retention, &mut t, session, meta.appended(batch))
     }
 
     fn delete(
@@ -318,29 +397,6 @@ impl Writer {
         cps.remove(session)?;
         Ok(meta.tombstone(now_ms()))
     }
-}
-
-/// Remove events `from..=upto` of a session and their ids.
-fn remove_events(
-    events: &mut redb::Table<'_, (&'static str, u64), &'static [u8]>,
-    ids: &mut redb::Table<'_, (&'static str, &'static str), u64>,
-    session: &str,
-    from: u64,
-    upto: u64,
-) -> Result<(), redb::Error> {
-    let mut doomed = Vec::new();
-    for item in events.range((session, from)..=(session, upto))? {
-        let (k, v) = item?;
-        let id = event_header(v.value()).map(|(_, id)| id.to_string());
-        doomed.push((k.value().1, id));
-    }
-    for (cursor, id) in doomed {
-        events.remove((session, cursor))?;
-        if let Some(id) = id {
-            ids.remove((session, id.as_str()))?;
-        }
-    }
-    Ok(())
 }
 
 fn fail_all(jobs: Vec<Job>, why: &str) {

@@ -1,0 +1,160 @@
+//! What the database holds of a session's log, written in a transaction:
+//! events and their ids, checkpoints, and retention's trim; and the
+//! database taking logged appends (`wal`), which the writer and the
+//! flusher share.
+
+// redb's own error type is large; these helpers only pass it up.
+#![allow(clippy::result_large_err)]
+
+use std::collections::{BTreeMap, HashMap};
+
+use redb::{ReadableTable, WriteTransaction};
+
+use super::wal::Record;
+use super::{CHECKPOINTS, EVENTS, IDS, META};
+use crate::store::codec::{self, checkpoint_cursor, event_header};
+use crate::store::{
+    age_trim_to, check_cursors, now_ms, trim_to, Retention, SessionMeta, StoredEvent,
+};
+
+/// Trim a session to its retention after an append: `next` is its meta
+/// after the append; the answer, the meta after the trim.
+pub(super) fn trim(
+    retention: Retention,
+    t: &mut Tables<'_>,
+    session: &str,
+    mut next: SessionMeta,
+) -> Result<SessionMeta, redb::Error> {
+    let cp_cursor = t
+        .cps
+        .get(session)?
+        .and_then(|v| checkpoint_cursor(v.value()));
+    let mut upto = trim_to(&next, cp_cursor, retention);
+    if let Some(age) = retention.max_age_ms {
+        let before = now_ms().saturating_sub(age);
+        let mut oldest = Vec::new();
+        for item in t
+            .events
+            .range((session, next.first)..=(session, next.head))?
+        {
+            let (k, v) = item?;
+            let Some((received, _)) = event_header(v.value()) else {
+                break;
+            };
+            if received >= before || Some(k.value().1) > cp_cursor {
+                break;
+            }
+            oldest.push((k.value().1, received));
+        }
+        upto = upto.max(age_trim_to(cp_cursor, before, oldest.into_iter()));
+    }
+    if let Some(upto) = upto {
+        remove_events(&mut t.events, &mut t.ids, session, next.first, upto)?;
+        next.first = upto + 1;
+    }
+    Ok(next)
+}
+
+/// The tables an append writes, open in one transaction.
+pub(super) struct Tables<'t> {
+    pub events: redb::Table<'t, (&'static str, u64), &'static [u8]>,
+    pub ids: redb::Table<'t, (&'static str, &'static str), u64>,
+    pub cps: redb::Table<'t, &'static str, &'static [u8]>,
+}
+
+impl<'t> Tables<'t> {
+    pub fn open(txn: &'t WriteTransaction) -> Result<Self, redb::Error> {
+        Ok(Tables {
+            events: txn.open_table(EVENTS)?,
+            ids: txn.open_table(IDS)?,
+            cps: txn.open_table(CHECKPOINTS)?,
+        })
+    }
+
+    /// Insert events and their ids.
+    pub fn insert(&mut self, session: &str, events: &[StoredEvent]) -> Result<(), redb::Error> {
+        for e in events {
+            self.events
+                .insert((session, e.cursor), codec::encode_event(e).as_slice())?;
+            self.ids.insert((session, e.event_id.as_str()), e.cursor)?;
+        }
+        Ok(())
+    }
+}
+
+/// Remove events `from..=upto` of a session and their ids.
+pub(super) fn remove_events(
+    events: &mut redb::Table<'_, (&'static str, u64), &'static [u8]>,
+    ids: &mut redb::Table<'_, (&'static str, &'static str), u64>,
+    session: &str,
+    from: u64,
+    upto: u64,
+) -> Result<(), redb::Error> {
+    let mut doomed = Vec::new();
+    for item in events.range((session, from)..=(session, upto))? {
+        let (k, v) = item?;
+        let id = event_header(v.value()).map(|(_, id)| id.to_string());
+        doomed.push((k.value().1, id));
+    }
+    for (cursor, id) in doomed {
+        events.remove((session, cursor))?;
+        if let Some(id) = id {
+            ids.remove((session, id.as_str()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Apply logged appends in `txn` (the database's view of them), one
+/// session at a time: its meta read and written once, its events in cursor
+/// order, trimmed once. Records the database already holds (a replay after
+/// a crash between its commit and the log's start over) are skipped. The
+/// answer: the meta after, of every session it changed.
+pub(super) fn apply_logged(
+    retention: Retention,
+    txn: &WriteTransaction,
+    records: &[Record],
+) -> Result<HashMap<String, SessionMeta>, String> {
+    let mut by_session: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
+    for r in records {
+        by_session.entry(r.session.as_str()).or_default().push(r);
+    }
+    let s = |e: redb::Error| e.to_string();
+    let mut metas = txn.open_table(META).map_err(|e| s(e.into()))?;
+    let mut t = Tables::open(txn).map_err(s)?;
+    let mut out = HashMap::new();
+    for (session, records) in by_session {
+        let raw = metas.get(session).map_err(|e| s(e.into()))?;
+        let meta = match raw.map(|v| codec::decode_meta(session, v.value())) {
+            Some(Ok(m)) => m,
+            Some(Err(e)) => return Err(e.to_string()),
+            None => continue,
+        };
+        let mut next = meta.clone();
+        for r in records {
+            let first = r.batch.events.first().map_or(0, |e| e.cursor);
+            if next.epoch != r.epoch || next.deleted || first <= next.head {
+                continue;
+            }
+            if let Err(e) = check_cursors(session, &next, &r.batch) {
+                return Err(format!("the log does not continue the database: {e}"));
+            }
+            t.insert(session, &r.batch.events).map_err(s)?;
+            if let Some(cp) = &r.batch.checkpoint {
+                t.cps
+                    .insert(session, codec::encode_checkpoint(cp).as_slice())
+                    .map_err(|e| s(e.into()))?;
+            }
+            next = next.appended(&r.batch);
+        }
+        if next == meta {
+            continue;
+        }
+        let next = trim(retention, &mut t, session, next).map_err(s)?;
+        metas
+            .insert(session, codec::encode_meta(&next).as_slice())
+            .map_err(|e| s(e.into()))?;
+        out.insert(session.to_string(), next);
+    }
+    Ok(out)
+}
