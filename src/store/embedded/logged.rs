@@ -176,14 +176,14 @@ impl Writer {
             self.spare = Some(std::mem::replace(&mut self.wal, job.wal));
             self.logged = job.records;
             self.spare_holds = false;
-            return self.commit_group(Vec::new());
+            self.commit_group(Vec::new());
         }
-        self.in_flight = true;
     }
 
     /// Take the flusher's answer if it has one (`wait`: wait for it).
     pub(super) fn take_flushed(&mut self, wait: bool) {
-        if !self.in_flight {
+        // The spare half is away exactly while the flusher has it.
+        if self.spare.is_some() {
             return;
         }
         let got = if wait {
@@ -192,7 +192,6 @@ impl Writer {
             self.from_flusher.try_recv().ok()
         };
         let Some(f) = got else { return };
-        self.in_flight = false;
         match f.result {
             Ok(metas) => self.pending.retire(&metas),
             Err(why) => {

@@ -157,7 +157,6 @@ impl EmbeddedLog {
             next_gen: 0,
             to_flusher,
             from_flusher,
-            in_flight: false,
             flusher: None,
             pending: pending.clone(),
             logged: Vec::new(),
@@ -449,10 +448,7 @@ impl EventLog for EmbeddedLog {
                 .map_err(|e| rerr(&path)(e.into()))?
             {
                 let (k, v) = item.map_err(|e| rerr(&path)(e.into()))?;
-                let meta = match pending.meta(k.value()) {
-                    Some(m) => m,
-                    None => codec::decode_meta(k.value(), v.value())?,
-                };
+                let meta = pending.meta_over(k.value(), v.value())?;
                 if !meta.deleted {
                     out.push((k.value().to_string(), meta));
                     if out.len() >= limit {
@@ -473,10 +469,7 @@ impl EventLog for EmbeddedLog {
             let mut out = Vec::new();
             for item in t.iter().map_err(|e| rerr(&path)(e.into()))? {
                 let (k, v) = item.map_err(|e| rerr(&path)(e.into()))?;
-                let meta = match pending.meta(k.value()) {
-                    Some(m) => m,
-                    None => codec::decode_meta(k.value(), v.value())?,
-                };
+                let meta = pending.meta_over(k.value(), v.value())?;
                 if !meta.deleted && meta.updated_ms < before_ms {
                     out.push(k.value().to_string());
                     if out.len() >= limit {

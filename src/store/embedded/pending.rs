@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::RwLock;
 
-use crate::store::{Checkpoint, SessionMeta, StoredEvent};
+use crate::store::{codec, Checkpoint, SessionMeta, StoreError, StoredEvent};
 
 /// The logged tail of every session that has one.
 #[derive(Debug, Default)]
@@ -37,6 +37,15 @@ impl Pending {
     /// The session's meta after its logged appends, if it has any.
     pub fn meta(&self, session: &str) -> Option<SessionMeta> {
         self.read().get(session).map(|t| t.meta.clone())
+    }
+
+    /// The meta of a session the database lists with `raw`: the logged
+    /// one if it has one.
+    pub fn meta_over(&self, session: &str, raw: &[u8]) -> Result<SessionMeta, StoreError> {
+        match self.meta(session) {
+            Some(m) => Ok(m),
+            None => codec::decode_meta(session, raw),
+        }
     }
 
     /// The session's first retained cursor and its logged events after

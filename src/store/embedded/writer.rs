@@ -3,15 +3,15 @@
 //! makes them durable together before it answers any of them. While one
 //! group is on disk the next one queues, so many appends share one sync.
 //!
-//! A group of plain appends (to sessions the database knows, with no
-//! checkpoint) goes to the log (`wal`): one write and one `fdatasync`, then
-//! the readers' view of it (`pending`), then the answers. Every
-//! `flush_interval`, or past `FLUSH_EVENTS` events, the flusher thread
-//! makes the database take that half of the log while appends go on to the
-//! other (`logged`). Everything else (opening a session, deleting,
-//! forgetting, a checkpoint, a session new to the database) waits for the
-//! flush in flight and is applied here, in one durable database transaction
-//! after the logged appends not yet in the database.
+//! A group of appends of events to sessions the database knows goes to the
+//! log (`wal`): one write and one `fdatasync`, then the readers' view of it
+//! (`pending`), then the answers. Every `flush_interval`, or past
+//! `FLUSH_EVENTS` events, the flusher thread makes the database take that
+//! half of the log while appends go on to the other (`logged`). Everything
+//! else (opening a session, deleting, forgetting, a session new to the
+//! database, a checkpoint under retention by age) waits for the flush in
+//! flight and is applied here, in one durable database transaction after
+//! the logged appends not yet in the database.
 
 // redb's own error type is large; these helpers only pass it up one level
 // to be turned into a group abort.
@@ -116,7 +116,7 @@ pub(super) struct Writer {
     pub min_free_bytes: u64,
     /// The half of the log appends go to.
     pub wal: Wal,
-    /// The other half, when the flusher is not taking it.
+    /// The other half; `None` while the flusher is taking it.
     pub spare: Option<Wal>,
     /// The spare half holds records a failed flush left (they are in
     /// `logged` too): the next flush is the writer's own.
@@ -125,8 +125,6 @@ pub(super) struct Writer {
     pub next_gen: u64,
     pub to_flusher: std::sync::mpsc::Sender<FlushJob>,
     pub from_flusher: std::sync::mpsc::Receiver<Flushed>,
-    /// A half is with the flusher.
-    pub in_flight: bool,
     /// The flusher thread, joined when the writer ends (it holds the
     /// database, which must be closed when the store is gone).
     pub flusher: Option<std::thread::JoinHandle<()>>,
