@@ -81,6 +81,10 @@ pub(crate) async fn holds(log: SharedLog) {
         .await
         .unwrap();
     assert_eq!(ids, vec![Some(2), None]);
+    // A long lookup (the embedded store's leaves the calling task) agrees.
+    let many: Vec<String> = (1..=30).map(|i| format!("e{i}")).collect();
+    let want: Vec<Option<u64>> = (1..=30).map(|i| (i <= 5).then_some(i)).collect();
+    assert_eq!(log.lookup_ids("s", &many).await.unwrap(), want);
     assert!(log.checkpoint("s").await.unwrap().is_none());
     put(&log, "s", batch(vec![ev(6)], cp(6))).await.unwrap();
     assert_eq!(log.checkpoint("s").await.unwrap().unwrap().cursor, 6);

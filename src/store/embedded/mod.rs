@@ -30,6 +30,7 @@ use super::{
 };
 use pending::Pending;
 use slot::{DbSlot, Health};
+use tables::known_ids;
 pub use wal::WAL_FILES;
 use writer::{Job, Msg, Writer};
 
@@ -210,13 +211,13 @@ impl EmbeddedLog {
         rx.await.map_err(|_| stopped())?
     }
 
-    /// Run a short read on this thread, for the lookups every ingest
-    /// makes: a few B-tree pages of the session's recent writes, which
+    /// Run a short read on this thread, for the id lookups of small
+    /// ingests: a few B-tree pages of the session's recent writes, which
     /// redb's page cache holds (a read transaction never takes the write
     /// buffer's lock, and its other locks are held for a map update). The
     /// hop to the blocking pool cost two thread wakeups per request, more
     /// than the read: single-event POSTs on the embedded store went from
-    /// 13.6k to 20.4k/s without it (`docs/BENCHMARKS.md`).
+    /// about 13.6k to 20k/s without it (`docs/BENCHMARKS.md`).
     fn read_now<T>(
         &self,
         f: impl FnOnce(&redb::ReadTransaction) -> Result<T, StoreError>,
@@ -247,6 +248,11 @@ impl EmbeddedLog {
         .map_err(|e| StoreError::backend("store read task", e))?
     }
 }
+
+/// Id lookups of at most this many ids run on the calling task; longer
+/// ones (a coalesced publish stream's) go to the blocking pool, where
+/// they do not hold up the tasks behind them.
+const INLINE_LOOKUP: usize = 16;
 
 /// First and longest wait of the healer between two reopen attempts.
 const HEAL_BACKOFF: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(8));
@@ -378,21 +384,14 @@ impl EventLog for EmbeddedLog {
         if logged.iter().all(Option::is_some) {
             return Ok(logged);
         }
-        let path = &self.path;
-        self.read_now(|r| {
-            let t = r.open_table(IDS).map_err(|e| rerr(path)(e.into()))?;
-            ids.iter()
-                .zip(logged)
-                .map(|(id, logged)| match logged {
-                    Some(c) => Ok(Some(c)),
-                    // Ids of events retention trimmed leave the index.
-                    None => t
-                        .get((session, id.as_str()))
-                        .map(|v| v.map(|v| v.value()).filter(|c| *c >= first))
-                        .map_err(|e| rerr(path)(e.into())),
-                })
-                .collect()
-        })
+        let missing = logged.iter().filter(|c| c.is_none()).count();
+        if missing <= INLINE_LOOKUP {
+            let path = &self.path;
+            return self.read_now(|r| known_ids(r, path, session, ids, logged, first));
+        }
+        let (session, ids, path) = (session.to_string(), ids.to_vec(), self.path.clone());
+        self.read_txn(move |r| known_ids(r, &path, &session, &ids, logged, first))
+            .await
     }
 
     async fn checkpoint(&self, session: &str) -> Result<Option<Checkpoint>, StoreError> {

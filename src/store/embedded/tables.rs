@@ -1,20 +1,22 @@
 //! What the database holds of a session's log, written in a transaction:
-//! events and their ids, checkpoints, and retention's trim; and the
-//! database taking logged appends (`wal`), which the writer and the
-//! flusher share.
+//! events and their ids, checkpoints, and retention's trim; the database
+//! taking logged appends (`wal`), which the writer and the flusher share;
+//! and the read of the id index every ingest makes.
 
 // redb's own error type is large; these helpers only pass it up.
 #![allow(clippy::result_large_err)]
 
 use std::collections::{BTreeMap, HashMap};
 
-use redb::{ReadableTable, WriteTransaction};
+use std::path::Path;
+
+use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 
 use super::wal::Record;
-use super::{CHECKPOINTS, EVENTS, IDS, META};
+use super::{rerr, CHECKPOINTS, EVENTS, IDS, META};
 use crate::store::codec::{self, checkpoint_cursor, event_header};
 use crate::store::{
-    age_trim_to, check_cursors, now_ms, trim_to, Retention, SessionMeta, StoredEvent,
+    age_trim_to, check_cursors, now_ms, trim_to, Retention, SessionMeta, StoreError, StoredEvent,
 };
 
 /// Trim a session to its retention after an append: `next` is its meta
@@ -157,4 +159,28 @@ pub(super) fn apply_logged(
         out.insert(session.to_string(), next);
     }
     Ok(out)
+}
+
+/// The cursors of `ids` in the session: what the log holds (`logged`),
+/// else the database's index, past `first` (ids of events retention
+/// trimmed leave the index).
+pub(super) fn known_ids(
+    r: &ReadTransaction,
+    path: &Path,
+    session: &str,
+    ids: &[String],
+    logged: Vec<Option<u64>>,
+    first: u64,
+) -> Result<Vec<Option<u64>>, StoreError> {
+    let t = r.open_table(IDS).map_err(|e| rerr(path)(e.into()))?;
+    ids.iter()
+        .zip(logged)
+        .map(|(id, logged)| match logged {
+            Some(c) => Ok(Some(c)),
+            None => t
+                .get((session, id.as_str()))
+                .map(|v| v.map(|v| v.value()).filter(|c| *c >= first))
+                .map_err(|e| rerr(path)(e.into())),
+        })
+        .collect()
 }
