@@ -285,6 +285,7 @@ async fn ingest(server: &Server, batch: usize, total: usize) -> publish::Figures
         .unwrap();
     let clients = if batch == 1 { 64 } else { 8 };
     let per_client = (total / clients / batch).max(1);
+    let meter = server.meter();
     let started = Instant::now();
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
@@ -323,7 +324,17 @@ async fn ingest(server: &Server, batch: usize, total: usize) -> publish::Figures
         events_per_s: (clients * per_client * batch) as f64 / secs,
         p50_ms: pct(&lat, 0.5),
         p99_ms: pct(&lat, 0.99),
+        cpu_us: meter.per_event(server, clients * per_client * batch),
     }
+}
+
+/// The ingest lines' CPU columns: the server's process (the anchor's
+/// without its Redis) and the generator's, in µs per event.
+fn cpu_cols(f: &publish::Figures) -> String {
+    format!(
+        "cpu µs/ev server {:>6.1} gen {:>5.1}",
+        f.cpu_us.0, f.cpu_us.1
+    )
 }
 
 /// RSS growth per idle stream.
@@ -616,24 +627,26 @@ async fn run(scale: Scale) -> Value {
             for batch in [1usize, 100, 1000] {
                 let f = ingest(&server, batch, scale.ingest_events).await;
                 println!(
-                    "agent-projector {store:<9} batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms",
-                    f.events_per_s, f.p50_ms, f.p99_ms
+                    "agent-projector {store:<9} batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
+                    f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
                 );
                 ingest_rows.push(
                     json!({"server": "agent-projector", "store": store, "batch": batch,
-                    "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms}),
+                    "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms,
+                    "server_cpu_us_per_event": f.cpu_us.0, "gen_cpu_us_per_event": f.cpu_us.1}),
                 );
             }
             // The streaming ingest: one publish stream per producer.
             for window in [1usize, 16, 256] {
                 let f = publish::publish(&server, scale.ingest_events, window).await;
                 println!(
-                    "agent-projector {store:<9} publish window {window:>3}: {:>10.0} ev/s  ack p50 {:>7.2} ms p99 {:>7.2} ms",
-                    f.events_per_s, f.p50_ms, f.p99_ms
+                    "agent-projector {store:<9} publish window {window:>3}: {:>10.0} ev/s  ack p50 {:>7.2} ms p99 {:>7.2} ms  {}",
+                    f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
                 );
                 ingest_rows.push(
                     json!({"server": "agent-projector", "store": store, "publish_window": window,
-                    "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms}),
+                    "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms,
+                    "server_cpu_us_per_event": f.cpu_us.0, "gen_cpu_us_per_event": f.cpu_us.1}),
                 );
             }
         }
@@ -642,23 +655,25 @@ async fn run(scale: Scale) -> Value {
         for batch in [1usize, 100] {
             let f = ingest(&floor, batch, scale.ingest_events).await;
             println!(
-                "floor (axum, parse only) batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms",
-                f.events_per_s, f.p50_ms, f.p99_ms
+                "floor (axum, parse only) batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
+                f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
             );
             ingest_rows.push(json!({"server": "floor", "store": "none", "batch": batch,
-                "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms}));
+                "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms,
+                "server_cpu_us_per_event": f.cpu_us.0, "gen_cpu_us_per_event": f.cpu_us.1}));
         }
         drop(floor);
         if let Some(a) = &anchor {
             for batch in [1usize, 100, 1000] {
                 let f = ingest(a, batch, scale.ingest_events).await;
                 println!(
-                    "anchor          redis     batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms",
-                    f.events_per_s, f.p50_ms, f.p99_ms
+                    "anchor          redis     batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
+                    f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
                 );
                 ingest_rows.push(
                     json!({"server": "anchor", "store": "redis pub/sub", "batch": batch,
-                    "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms}),
+                    "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms,
+                    "server_cpu_us_per_event": f.cpu_us.0, "gen_cpu_us_per_event": f.cpu_us.1}),
                 );
             }
         }

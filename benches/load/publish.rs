@@ -24,6 +24,8 @@ pub struct Figures {
     pub events_per_s: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
+    /// CPU µs per event: the server's process, the generator's.
+    pub cpu_us: (f64, f64),
 }
 
 /// `total` events over [`PRODUCERS`] publish streams, `window` lines
@@ -34,6 +36,7 @@ pub async fn publish(server: &Server, total: usize, window: usize) -> Figures {
         .build()
         .unwrap();
     let per = (total / PRODUCERS).max(1);
+    let meter = server.meter();
     let started = Instant::now();
     let tasks: Vec<_> = (0..PRODUCERS)
         .map(|c| {
@@ -51,6 +54,7 @@ pub async fn publish(server: &Server, total: usize, window: usize) -> Figures {
         events_per_s: (per * PRODUCERS) as f64 / secs,
         p50_ms: pct(&lat, 0.50),
         p99_ms: pct(&lat, 0.99),
+        cpu_us: meter.per_event(server, per * PRODUCERS),
     }
 }
 

@@ -27,6 +27,14 @@ impl Server {
             .map_or(f64::NAN, |c| cpu_secs(&c.id().to_string()))
     }
 
+    /// Start counting the CPU this server and the generator use.
+    pub fn meter(&self) -> CpuMeter {
+        CpuMeter {
+            server: self.cpu_secs(),
+            gen: cpu_secs("self"),
+        }
+    }
+
     /// Resident set size of the server process, in bytes.
     pub fn rss(&self) -> u64 {
         let Some(child) = &self.child else {
@@ -181,6 +189,25 @@ pub fn anchor() -> Option<Server> {
         addr,
         child: Some(child),
     })
+}
+
+/// The CPU a server and the generator had used when a phase began.
+pub struct CpuMeter {
+    server: f64,
+    gen: f64,
+}
+
+impl CpuMeter {
+    /// CPU µs per event since [`Server::meter`], of the server's process
+    /// and of the generator's (a server's helpers, such as the anchor's
+    /// Redis, are not counted).
+    pub fn per_event(&self, server: &Server, events: usize) -> (f64, f64) {
+        let us = |secs: f64| secs * 1e6 / events.max(1) as f64;
+        (
+            us(server.cpu_secs() - self.server),
+            us(cpu_secs("self") - self.gen),
+        )
+    }
 }
 
 /// CPU time (user + system) process `pid` (or `self`) has used, in seconds.
