@@ -7,7 +7,6 @@
 #![allow(clippy::result_large_err)]
 
 use std::collections::{BTreeMap, HashMap};
-
 use std::path::Path;
 
 use redb::{ReadTransaction, ReadableTable, WriteTransaction};
