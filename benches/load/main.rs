@@ -328,6 +328,17 @@ async fn ingest(server: &Server, batch: usize, total: usize) -> publish::Figures
     }
 }
 
+/// An ingest row of the report: `id` (server, store, batch or window)
+/// with the figures.
+fn ingest_row(mut id: Value, f: &publish::Figures) -> Value {
+    id["events_per_s"] = json!(f.events_per_s);
+    id["p50_ms"] = json!(f.p50_ms);
+    id["p99_ms"] = json!(f.p99_ms);
+    id["server_cpu_us_per_event"] = json!(f.cpu_us.0);
+    id["gen_cpu_us_per_event"] = json!(f.cpu_us.1);
+    id
+}
+
 /// The ingest lines' CPU columns: the server's process (the anchor's
 /// without its Redis) and the generator's, in µs per event.
 fn cpu_cols(f: &publish::Figures) -> String {
@@ -630,11 +641,10 @@ async fn run(scale: Scale) -> Value {
                     "agent-projector {store:<9} batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
                     f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
                 );
-                ingest_rows.push(
-                    json!({"server": "agent-projector", "store": store, "batch": batch,
-                    "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms,
-                    "server_cpu_us_per_event": f.cpu_us.0, "gen_cpu_us_per_event": f.cpu_us.1}),
-                );
+                ingest_rows.push(ingest_row(
+                    json!({"server": "agent-projector", "store": store, "batch": batch}),
+                    &f,
+                ));
             }
             // The streaming ingest: one publish stream per producer.
             for window in [1usize, 16, 256] {
@@ -643,11 +653,10 @@ async fn run(scale: Scale) -> Value {
                     "agent-projector {store:<9} publish window {window:>3}: {:>10.0} ev/s  ack p50 {:>7.2} ms p99 {:>7.2} ms  {}",
                     f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
                 );
-                ingest_rows.push(
-                    json!({"server": "agent-projector", "store": store, "publish_window": window,
-                    "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms,
-                    "server_cpu_us_per_event": f.cpu_us.0, "gen_cpu_us_per_event": f.cpu_us.1}),
-                );
+                ingest_rows.push(ingest_row(
+                    json!({"server": "agent-projector", "store": store, "publish_window": window}),
+                    &f,
+                ));
             }
         }
         // The floor of item 3: axum parsing the body, nothing else.
@@ -658,9 +667,10 @@ async fn run(scale: Scale) -> Value {
                 "floor (axum, parse only) batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
                 f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
             );
-            ingest_rows.push(json!({"server": "floor", "store": "none", "batch": batch,
-                "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms,
-                "server_cpu_us_per_event": f.cpu_us.0, "gen_cpu_us_per_event": f.cpu_us.1}));
+            ingest_rows.push(ingest_row(
+                json!({"server": "floor", "store": "none", "batch": batch}),
+                &f,
+            ));
         }
         drop(floor);
         if let Some(a) = &anchor {
@@ -670,11 +680,10 @@ async fn run(scale: Scale) -> Value {
                     "anchor          redis     batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
                     f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
                 );
-                ingest_rows.push(
-                    json!({"server": "anchor", "store": "redis pub/sub", "batch": batch,
-                    "events_per_s": f.events_per_s, "p50_ms": f.p50_ms, "p99_ms": f.p99_ms,
-                    "server_cpu_us_per_event": f.cpu_us.0, "gen_cpu_us_per_event": f.cpu_us.1}),
-                );
+                ingest_rows.push(ingest_row(
+                    json!({"server": "anchor", "store": "redis pub/sub", "batch": batch}),
+                    &f,
+                ));
             }
         }
         report["ingest"] = json!(ingest_rows);

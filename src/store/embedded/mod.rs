@@ -223,11 +223,7 @@ impl EmbeddedLog {
         f: impl FnOnce(&redb::ReadTransaction) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let db = self.slot.read()?;
-        let r = db.begin_read().map_err(|e| StoreError::Embedded {
-            path: self.path.display().to_string(),
-            source: Box::new(e),
-        })?;
-        f(&r)
+        f(&db.begin_read().map_err(|e| rerr(&self.path)(e.into()))?)
     }
 
     /// Run a read on the blocking pool with a read transaction.
@@ -238,11 +234,7 @@ impl EmbeddedLog {
         let db = self.slot.read()?;
         let path = self.path.clone();
         tokio::task::spawn_blocking(move || {
-            let r = db.begin_read().map_err(|e| StoreError::Embedded {
-                path: path.display().to_string(),
-                source: Box::new(e),
-            })?;
-            f(&r)
+            f(&db.begin_read().map_err(|e| rerr(&path)(e.into()))?)
         })
         .await
         .map_err(|e| StoreError::backend("store read task", e))?
@@ -381,10 +373,10 @@ impl EventLog for EmbeddedLog {
         // after this is in the database's read below.
         let (logged, first) = self.pending.ids(session, ids);
         let first = first.unwrap_or(0);
-        if logged.iter().all(Option::is_some) {
+        let missing = logged.iter().filter(|c| c.is_none()).count();
+        if missing == 0 {
             return Ok(logged);
         }
-        let missing = logged.iter().filter(|c| c.is_none()).count();
         if missing <= INLINE_LOOKUP {
             let path = &self.path;
             return self.read_now(|r| known_ids(r, path, session, ids, logged, first));
