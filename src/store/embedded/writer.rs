@@ -145,7 +145,15 @@ struct Abort(String);
 impl Writer {
     /// Serve jobs until every sender is gone.
     pub fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
+        // How many messages the last group took.
+        let mut last_group = 0;
         while let Some(first) = rx.blocking_recv() {
+            // Several writers at once: give the CPU to their tasks once
+            // before the group is taken, so that one sync serves more of
+            // them (with a core to spare this returns at once).
+            if last_group > 1 {
+                std::thread::yield_now();
+            }
             // Jobs waiting behind the first one.
             metrics::histogram!("projector_store_writer_queue_depth").record(rx.len() as f64);
             let mut msgs = vec![first];
@@ -155,6 +163,7 @@ impl Writer {
                     Err(_) => break,
                 }
             }
+            last_group = msgs.len();
             let mut jobs = Vec::with_capacity(msgs.len());
             let (mut probes, mut tick) = (Vec::new(), false);
             for m in msgs {
