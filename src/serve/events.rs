@@ -285,8 +285,8 @@ impl Outgoing {
     }
 }
 
-/// A chunk's size line (`<hex>\r\n`) and its length, written by hand: a
-/// formatter per delivery cost more than the copy of the frame.
+/// A chunk's size line (`<hex>\r\n`) and its length, written by hand: no
+/// formatter per delivery.
 fn chunk_size_line(len: usize) -> ([u8; 18], usize) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let digits = (usize::BITS - len.leading_zeros()).div_ceil(4).max(1) as usize;
