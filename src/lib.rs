@@ -226,6 +226,10 @@ pub async fn serve(
     } else {
         None
     };
+    let shards = cfg
+        .stream
+        .shared_writers
+        .then(|| stream::shard::Shards::new(registry.clone()));
     let state = http::AppState::new(http::AppShared {
         auth,
         limits: Arc::new(http::limits::Limiter::new(&cfg.limits)),
@@ -237,6 +241,7 @@ pub async fn serve(
         gateway,
         streams,
         compressed_streams: Default::default(),
+        shards,
     });
     let app = http::router(state);
     let addr = listener.local_addr()?;

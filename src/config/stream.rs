@@ -14,4 +14,5 @@ pub struct StreamConfig {
     pub index_buffer: usize,
     pub index_snapshot_max: usize,
     pub ag_ui_resume_events: u64,
+    pub shared_writers: bool,
 }

@@ -84,6 +84,9 @@ pub struct AppShared {
     pub streams: Option<std::sync::Arc<crate::ds::Streams>>,
     /// Event streams being gzipped now (`http.compressed_streams_max`).
     pub compressed_streams: crate::stream::compress::StreamBudget,
+    /// The sessions' shared writers for live SSE subscribers
+    /// (`stream.shared_writers`), unless they are off.
+    pub shards: Option<Arc<crate::stream::shard::Shards>>,
 }
 
 impl AppState {

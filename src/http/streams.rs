@@ -352,16 +352,20 @@ fn frames(
     session: SessionId,
     headers: &HeaderMap,
     q: StreamQuery,
+    link: Option<Arc<stream::shard::Link>>,
 ) -> Result<impl futures_util::Stream<Item = SharedFrame> + Send + 'static, Problem> {
     caller.require(Scope::Subscribe, Some(&session.0))?;
     let format = q.format.unwrap_or_default();
     let from = start(headers, q)?;
     let slot = st.limits.subscribe(&session.0)?;
-    let frames = stream::frames(
+    // Only the frames as they are can go out through a shared writer.
+    let link = link.filter(|_| format == StreamFormat::Frames);
+    let frames = stream::linked(
         st.registry.clone(),
         session.0,
         from,
         st.cfg.stream.replay_page,
+        link,
     );
     let frames: Pin<Box<dyn futures_util::Stream<Item = SharedFrame> + Send>> = match format {
         StreamFormat::Frames => Box::pin(frames),
@@ -397,8 +401,20 @@ pub async fn stream_sse(
     headers: HeaderMap,
     Q(q): Q<StreamQuery>,
 ) -> Result<Response, Problem> {
-    let frames = frames(&st, &caller, session, &headers, q)?;
-    Ok(sse::response(frames, st.heartbeat(), st.shutdown.clone()))
+    let shared = match (&st.shards, q.format.unwrap_or_default()) {
+        (Some(shards), StreamFormat::Frames) => Some(stream::shard::Shardable {
+            shards: shards.clone(),
+            session: Arc::from(session.0.as_str()),
+            link: stream::shard::Link::new(),
+        }),
+        _ => None,
+    };
+    let link = shared.as_ref().map(|s| s.link.clone());
+    let frames = frames(&st, &caller, session, &headers, q, link)?;
+    Ok(match shared {
+        Some(shared) => sse::shared_response(frames, shared, st.heartbeat(), st.shutdown.clone()),
+        None => sse::response(frames, st.heartbeat(), st.shutdown.clone()),
+    })
 }
 
 /// WebSocket: the same frames as SSE, one JSON text message each.
@@ -423,7 +439,7 @@ pub async fn stream_ws(
     upgrade: Result<WsUpgrade, Problem>,
 ) -> Result<Response, Problem> {
     let upgrade = upgrade?;
-    let frames = frames(&st, &caller, session, &headers, q)?;
+    let frames = frames(&st, &caller, session, &headers, q, None)?;
     let heartbeat = st.heartbeat();
     let shutdown = st.shutdown.clone();
     let frames = frames.map(|f| {

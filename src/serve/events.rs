@@ -12,9 +12,17 @@
 //! While the stream is idle the connection holds no read or write buffer
 //! (hyper keeps 8 KiB of each for a connection's life), only the socket and
 //! the body.
+//!
+//! A session stream whose response offers its session's shared writers
+//! ([`Shardable`]) hands its socket to one of them whenever it is live,
+//! caught up and flushed, and takes it back at the next wake of its task
+//! (the writer giving it back, a heartbeat, shutdown, the client): while
+//! the socket is in a writer the task sleeps, and the writer writes the
+//! frames (see `stream::shard`).
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write as _};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
 use axum::body::{Body, HttpBody};
@@ -22,21 +30,26 @@ use axum::http::{header, Request, Response, StatusCode, Version};
 use axum::Router;
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::StreamExt;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tower::ServiceExt;
 
+use crate::stream::shard::{chunk, chunk_size_line, Seat, Shardable};
 use crate::stream::sse::{Direct, DirectStream, COALESCE};
 
 /// Answer `req` on `io` and close.
-pub async fn serve(mut io: TcpStream, req: Request<Body>, app: Router) {
+pub async fn serve(io: TcpStream, req: Request<Body>, app: Router) {
     let http10 = req.version() == Version::HTTP_10;
     let Ok(resp) = app.oneshot(req).await;
-    let _ = respond(&mut io, resp, http10).await;
-    let _ = io.shutdown().await;
+    let io = Arc::new(io);
+    let _ = respond(&io, resp, http10).await;
+    // A writer that had the socket let go of it with the response.
+    if let Ok(mut io) = Arc::try_unwrap(io) {
+        let _ = io.shutdown().await;
+    }
 }
 
-async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::Result<()> {
+async fn respond(io: &Arc<TcpStream>, resp: Response<Body>, http10: bool) -> io::Result<()> {
     let (parts, body) = resp.into_parts();
     let status = parts.status;
     let no_body = status.is_informational()
@@ -88,6 +101,12 @@ async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::
         .get::<Direct>()
         .filter(|_| !parts.headers.contains_key(header::CONTENT_ENCODING))
         .and_then(Direct::take);
+    // The session's shared writers, for a stream written here as chunks.
+    let shared = parts
+        .extensions
+        .get::<Shardable>()
+        .filter(|_| direct.is_some() && chunked)
+        .cloned();
     drop(parts);
     let mut data: DirectStream = match direct {
         Some(s) => {
@@ -104,7 +123,18 @@ async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::
     let peer = crate::stream::wake::WakeFlag::new();
     let mut ended = false;
     let mut failed = None;
+    // The socket's place in a shared writer, while it is in one.
+    let mut seat: Option<Seat> = None;
     std::future::poll_fn(|cx| {
+        if let (Some(sh), Some(s)) = (&shared, seat.take()) {
+            // Woken while the socket is in a writer: by the writer giving
+            // it back, or by anything else the stream waits on (the
+            // heartbeat timer, shutdown, the token's expiry, the client).
+            // The connection takes it back and goes on by itself.
+            if let Err(e) = take_back(s, sh, &mut out) {
+                return Poll::Ready(Err(e));
+            }
+        }
         // Whether the body said "nothing ready" in this poll of the task:
         // then its waker is set, and the bytes it gave before that are
         // written without asking it again (a second look at an empty
@@ -124,16 +154,7 @@ async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::
                 // write with what is queued (at first, the head).
                 for _ in 0..COALESCE {
                     match data.as_mut().poll_next(cx) {
-                        Poll::Ready(Some(Ok(bytes))) => out.push(bytes, chunked),
-                        // A failed body ends the connection without its
-                        // last chunk, so the client sees it was cut.
-                        Poll::Ready(Some(Err(e))) => failed = Some(io::Error::other(e)),
-                        Poll::Ready(None) => {
-                            if chunked {
-                                out.push(Bytes::from_static(b"0\r\n\r\n"), false);
-                            }
-                            ended = true;
-                        }
+                        Poll::Ready(item) => took(item, &mut out, chunked, &mut ended, &mut failed),
                         Poll::Pending => drained = true,
                     }
                     if std::mem::take(&mut first)
@@ -174,11 +195,76 @@ async fn respond(io: &mut TcpStream, resp: Response<Body>, http10: bool) -> io::
                         Err(e) => return Poll::Ready(Err(e)),
                     }
                 }
-                return Poll::Pending;
+                // Live, caught up and flushed: the socket may go to one
+                // of the session's writers until the task wakes.
+                let Some(sh) = &shared else {
+                    return Poll::Pending;
+                };
+                let Some(s) = sh
+                    .link
+                    .idle_at()
+                    .and_then(|last| sh.shards.join(&sh.session, io, last, &sh.link, cx))
+                else {
+                    return Poll::Pending;
+                };
+                // The subscriber lets go of its feed at this poll.
+                sh.link.park();
+                match data.as_mut().poll_next(cx) {
+                    Poll::Pending => {
+                        seat = Some(s);
+                        return Poll::Pending;
+                    }
+                    // Something beside the frames (a heartbeat, the end):
+                    // the socket is the connection's again first.
+                    Poll::Ready(item) => {
+                        take_back(s, sh, &mut out)?;
+                        took(item, &mut out, chunked, &mut ended, &mut failed);
+                        // The subscriber goes on from the writer's cursor
+                        // at the next look at the body.
+                        drained = false;
+                    }
+                }
             }
         }
     })
     .await
+}
+
+/// What the body gave, queued on `out`: a chunk, or the end (the last
+/// chunk), or a failure (which ends the connection without the last chunk,
+/// so the client sees it was cut).
+fn took(
+    item: Option<Result<Bytes, axum::BoxError>>,
+    out: &mut Outgoing,
+    chunked: bool,
+    ended: &mut bool,
+    failed: &mut Option<io::Error>,
+) {
+    match item {
+        Some(Ok(bytes)) => out.push(bytes, chunked),
+        Some(Err(e)) => *failed = Some(io::Error::other(e)),
+        None => {
+            if chunked {
+                out.push(Bytes::from_static(b"0\r\n\r\n"), false);
+            }
+            *ended = true;
+        }
+    }
+}
+
+/// Take the socket back from its writer: the bytes of a frame it did not
+/// finish go out first, and the subscriber goes on after the last frame it
+/// wrote; a failed write ends the connection.
+fn take_back(seat: Seat, sh: &Shardable, out: &mut Outgoing) -> io::Result<()> {
+    let mut hb = seat.leave();
+    sh.link.unpark(&mut hb);
+    if let Some(e) = hb.failed.take() {
+        return Err(e);
+    }
+    if let Some(rest) = hb.rest.take() {
+        out.push(rest, false);
+    }
+    Ok(())
 }
 
 /// The bytes past which no more body chunks are taken before writing (and
@@ -212,11 +298,12 @@ impl Outgoing {
         }
         self.len += bytes.len();
         let copied = bytes.len() <= COPY_MAX;
+        if chunked && copied {
+            self.len += chunk(&mut self.small, &bytes) - bytes.len();
+            return;
+        }
         if chunked {
             let (size, n) = chunk_size_line(bytes.len());
-            // One allocation (or none) for the framing and the chunk.
-            self.small
-                .reserve(n + if copied { bytes.len() + 2 } else { 0 });
             self.small.extend_from_slice(&size[..n]);
             self.len += n + 2;
         }
@@ -241,11 +328,11 @@ impl Outgoing {
     /// Write everything queued: one `send` when it is one buffer (as it is
     /// unless a chunk was too large to copy), else a vectored write. Ready
     /// once all of it is written.
-    fn poll_flush(&mut self, io: &mut TcpStream, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let mut io = std::pin::Pin::new(io);
+    fn poll_flush(&mut self, io: &TcpStream, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.sealed.is_empty() {
             while !self.small.is_empty() {
-                let n = ready!(io.as_mut().poll_write(cx, &self.small))?;
+                let small = &self.small;
+                let n = ready!(poll_write(io, cx, || io.try_write(small)))?;
                 if n == 0 {
                     return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
                 }
@@ -263,7 +350,7 @@ impl Outgoing {
             for (s, b) in slices.iter_mut().zip(&self.sealed) {
                 *s = IoSlice::new(b);
             }
-            let n = ready!(io.as_mut().poll_write_vectored(cx, &slices[..k]))?;
+            let n = ready!(poll_write(io, cx, || io.try_write_vectored(&slices[..k])))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -285,18 +372,20 @@ impl Outgoing {
     }
 }
 
-/// A chunk's size line (`<hex>\r\n`) and its length, written by hand: no
-/// formatter per delivery.
-fn chunk_size_line(len: usize) -> ([u8; 18], usize) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digits = (usize::BITS - len.leading_zeros()).div_ceil(4).max(1) as usize;
-    let mut line = [0u8; 18];
-    for (k, d) in line[..digits].iter_mut().enumerate() {
-        *d = HEX[(len >> (4 * (digits - 1 - k))) & 0xf];
+/// `write` once the socket is writable, again while it would block (the
+/// socket's readiness is cleared then, and the task waits for it).
+fn poll_write(
+    io: &TcpStream,
+    cx: &mut Context<'_>,
+    mut write: impl FnMut() -> io::Result<usize>,
+) -> Poll<io::Result<usize>> {
+    loop {
+        ready!(io.poll_write_ready(cx))?;
+        match write() {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            done => return Poll::Ready(done),
+        }
     }
-    line[digits] = b'\r';
-    line[digits + 1] = b'\n';
-    (line, digits + 2)
 }
 
 #[cfg(test)]
@@ -332,7 +421,7 @@ mod tests {
     /// in order, ended by the last chunk.
     #[tokio::test]
     async fn small_and_large_chunks_go_out_framed_and_in_order() {
-        let (mut server, mut client) = pair().await;
+        let (server, mut client) = pair().await;
         let large = Bytes::from(vec![b'x'; COPY_MAX + 1]);
         let resp = response(vec![
             Ok(Bytes::from_static(b"one")),
@@ -340,7 +429,8 @@ mod tests {
             Ok(Bytes::new()),
             Ok(Bytes::from_static(b"two")),
         ]);
-        respond(&mut server, resp, false).await.unwrap();
+        let server = Arc::new(server);
+        respond(&server, resp, false).await.unwrap();
         drop(server);
         let mut got = Vec::new();
         client.read_to_end(&mut got).await.unwrap();
@@ -358,13 +448,14 @@ mod tests {
     /// failure and without the last chunk, so the client sees it was cut.
     #[tokio::test]
     async fn a_failed_body_is_cut_after_what_came_before() {
-        let (mut server, mut client) = pair().await;
+        let (server, mut client) = pair().await;
         let resp = response(vec![
             Ok(Bytes::from_static(b"one")),
             Err("store failed".into()),
             Ok(Bytes::from_static(b"never")),
         ]);
-        assert!(respond(&mut server, resp, false).await.is_err());
+        let server = Arc::new(server);
+        assert!(respond(&server, resp, false).await.is_err());
         drop(server);
         let mut got = Vec::new();
         client.read_to_end(&mut got).await.unwrap();

@@ -109,6 +109,14 @@ impl Registry {
         self.inner.sessions.len()
     }
 
+    /// The live feed of a session's running actor, if it has one (no actor
+    /// is started for it).
+    pub fn feed(&self, id: &str) -> Option<tokio::sync::broadcast::WeakSender<SharedFrame>> {
+        let h = self.inner.sessions.get(id)?;
+        let feed = h.feed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        feed
+    }
+
     /// The handle of a session's actor, starting one if needed.
     pub fn handle(&self, id: &str) -> SessionHandle {
         let now = self.inner.tick.fetch_add(1, Ordering::Relaxed);

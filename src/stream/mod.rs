@@ -19,6 +19,7 @@ pub mod cursor;
 mod expiry;
 pub mod index;
 pub mod mux;
+pub(crate) mod shard;
 pub mod sse;
 pub mod ui;
 pub mod umo;
@@ -92,6 +93,9 @@ enum Phase {
         started: std::time::Instant,
     },
     Live,
+    /// The connection's socket is in a shared writer ([`shard`]): no feed
+    /// is held, nothing is sent, until the connection takes it back.
+    Parked,
     Done,
 }
 
@@ -110,6 +114,9 @@ struct Subscriber {
     /// The `live` frame was sent (once per stream: a catch-up after a lag
     /// is the server's business, not a new replay for the client).
     announced: bool,
+    /// Shared with the connection, when it may hand its socket to a
+    /// shared writer while the stream is live and caught up.
+    link: Option<Arc<shard::Link>>,
 }
 
 /// The frames of a session from `from`, replayed then live. The stream ends
@@ -119,6 +126,18 @@ pub fn frames(
     session: String,
     from: StartAt,
     replay_page: usize,
+) -> impl Stream<Item = SharedFrame> + Send + 'static {
+    linked(registry, session, from, replay_page, None)
+}
+
+/// [`frames`], with a link its connection may use to hand the socket to a
+/// shared writer while the stream is live and caught up ([`shard`]).
+pub(crate) fn linked(
+    registry: Registry,
+    session: String,
+    from: StartAt,
+    replay_page: usize,
+    link: Option<Arc<shard::Link>>,
 ) -> impl Stream<Item = SharedFrame> + Send + 'static {
     Subscriber {
         registry,
@@ -132,6 +151,7 @@ pub fn frames(
             cursor: from.cursor,
         },
         announced: false,
+        link,
     }
 }
 
@@ -155,6 +175,7 @@ pub fn frames_after(
         pending: VecDeque::new(),
         phase: Phase::Live,
         announced: false,
+        link: None,
     }
 }
 
@@ -163,6 +184,9 @@ impl Stream for Subscriber {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<SharedFrame>> {
         let this = self.get_mut();
+        if let Some(link) = &this.link {
+            link.busy();
+        }
         loop {
             if let Some(f) = this.pending.pop_front() {
                 return Poll::Ready(Some(f));
@@ -210,14 +234,42 @@ impl Stream for Subscriber {
                     return Poll::Ready(Some(Arc::new(frame::live(this.last))));
                 }
                 Phase::Live => {
+                    if this
+                        .link
+                        .as_ref()
+                        .is_some_and(|l| l.socket() != shard::Socket::Own)
+                    {
+                        // The connection's socket went to a shared writer:
+                        // let go of the feed (its wakes are the writer's now).
+                        this.rx = None;
+                        this.phase = Phase::Parked;
+                        continue;
+                    }
                     let Some(rx) = this.rx.as_mut() else {
                         this.resubscribe();
                         continue;
                     };
-                    let got = ready!(rx.poll_next_unpin(cx));
+                    let Poll::Ready(got) = rx.poll_next_unpin(cx) else {
+                        if let Some(link) = &this.link {
+                            link.idle(this.last);
+                        }
+                        return Poll::Pending;
+                    };
                     if let Some(f) = this.received(got) {
                         return Poll::Ready(Some(f));
                     }
+                }
+                Phase::Parked => {
+                    let Some(link) = this.link.as_ref() else {
+                        this.resubscribe();
+                        continue;
+                    };
+                    if link.socket() == shard::Socket::InWriter {
+                        // Polled by the connection, not woken by a feed.
+                        return Poll::Pending;
+                    }
+                    // Back from the writer: on after what it wrote.
+                    this.resumed(link.take_resume());
                 }
             }
         }
@@ -334,6 +386,31 @@ impl Subscriber {
                 self.resubscribe();
                 None
             }
+        }
+    }
+
+    /// The socket back from a shared writer: on after the last frame it
+    /// wrote, with the frames it took but did not write as the feed would
+    /// have given them, then the feed it gave (or the store).
+    fn resumed(&mut self, resume: Option<shard::Resume>) {
+        let Some(r) = resume else {
+            self.resubscribe();
+            return;
+        };
+        self.last = self.last.max(r.last);
+        self.phase = Phase::Live;
+        for f in r.frames {
+            if let Some(f) = self.received(Some(Ok(f))) {
+                self.pending.push_back(f);
+            }
+            if !matches!(self.phase, Phase::Live) {
+                // A hole: caught up from the store.
+                return;
+            }
+        }
+        match r.rx {
+            Some(rx) => self.rx = Some(BroadcastStream::new(rx)),
+            None => self.resubscribe(),
         }
     }
 

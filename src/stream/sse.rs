@@ -41,6 +41,25 @@ pub fn response(
     bytes_response(bytes, heartbeat, shutdown)
 }
 
+/// [`response`] over a linked subscriber's frames: a connection served by
+/// `serve::events` may hand its socket to the session's shared writers
+/// while the stream is live and caught up (see [`super::shard`]).
+pub(crate) fn shared_response(
+    frames: impl Stream<Item = SharedFrame> + Send + 'static,
+    shared: super::shard::Shardable,
+    heartbeat: Duration,
+    shutdown: CancellationToken,
+) -> Response {
+    let bytes = Box::pin(frames).map(|f| {
+        super::delivered(f.born);
+        f.sse.clone()
+    });
+    let link = shared.link.clone();
+    let mut resp = with_preamble(bytes, heartbeat, shutdown, Some(link));
+    resp.extensions_mut().insert(shared);
+    resp
+}
+
 /// The chunks of a body that are ready now (up to [`COALESCE`]) as one
 /// item: a lone chunk as it is (shared, not copied), several copied into
 /// one buffer, so the layers (compression, hyper) see one write.
@@ -98,8 +117,18 @@ pub fn bytes_response(
     heartbeat: Duration,
     shutdown: CancellationToken,
 ) -> Response {
-    let body = futures_util::stream::once(async { Bytes::from_static(PREAMBLE) })
-        .chain(with_heartbeats(events, heartbeat, shutdown, HEARTBEAT));
+    with_preamble(events, heartbeat, shutdown, None)
+}
+
+fn with_preamble(
+    events: impl Stream<Item = Bytes> + Send + Unpin + 'static,
+    heartbeat: Duration,
+    shutdown: CancellationToken,
+    link: Option<Arc<super::shard::Link>>,
+) -> Response {
+    let mut beats = Heartbeats::new(events, heartbeat, shutdown, HEARTBEAT);
+    beats.link = link;
+    let body = futures_util::stream::once(async { Bytes::from_static(PREAMBLE) }).chain(beats);
     metrics::gauge!("projector_subscribers", "transport" => "sse").increment(1.0);
     event_stream(super::holding(body, SubscriberGauge("sse")))
 }
@@ -176,17 +205,24 @@ pub(crate) fn with_heartbeats<S>(
 where
     S: Stream<Item = Bytes> + Send + Unpin + 'static,
 {
-    Heartbeats {
-        items,
-        every,
-        tick: Box::pin(tokio::time::sleep(every)),
-        // A child token of the connection's own: a token shared by every
-        // stream would make its waiter list one lock.
-        stop: Box::pin(shutdown.child_token().cancelled_owned()),
-        wrote: None,
-        beat,
-        ended: false,
-        rare: super::wake::WakeFlag::new(),
+    Heartbeats::new(items, every, shutdown, beat)
+}
+
+impl<S> Heartbeats<S> {
+    fn new(items: S, every: Duration, shutdown: CancellationToken, beat: &'static [u8]) -> Self {
+        Heartbeats {
+            items,
+            every,
+            tick: Box::pin(tokio::time::sleep(every)),
+            // A child token of the connection's own: a token shared by every
+            // stream would make its waiter list one lock.
+            stop: Box::pin(shutdown.child_token().cancelled_owned()),
+            wrote: None,
+            beat,
+            ended: false,
+            rare: super::wake::WakeFlag::new(),
+            link: None,
+        }
     }
 }
 
@@ -207,6 +243,9 @@ struct Heartbeats<S> {
     /// The timer and the token are polled with this waker, and again only
     /// once one of them used it.
     rare: super::wake::WakeFlag,
+    /// The subscriber's link: frames a shared writer wrote count as
+    /// writes of the stream.
+    link: Option<Arc<super::shard::Link>>,
 }
 
 impl<S: Stream<Item = Bytes> + Unpin> Stream for Heartbeats<S> {
@@ -243,6 +282,9 @@ impl<S> Heartbeats<S> {
             return Poll::Ready(None);
         }
         while self.tick.as_mut().poll(&mut rare).is_ready() {
+            if let Some(at) = self.link.as_ref().and_then(|l| l.take_wrote()) {
+                self.wrote = Some(self.wrote.map_or(at, |w| w.max(at)));
+            }
             let next = match self.wrote.take() {
                 Some(at) if at + self.every > Instant::now() => at + self.every,
                 _ => {

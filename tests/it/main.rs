@@ -27,6 +27,7 @@ mod packaging;
 mod publish;
 mod redis;
 mod serve;
+mod shared;
 mod silence;
 mod traces;
 mod ws_deflate;

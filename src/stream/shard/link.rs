@@ -1,0 +1,165 @@
+//! What a linked subscriber (its stream) and its connection share: whether
+//! the subscriber is idle and where, where the socket is, and what a
+//! writer gave back with it.
+
+use std::io;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use futures_util::task::AtomicWaker;
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use crate::frame::SharedFrame;
+
+/// `idle_at` when the subscriber is not live and caught up.
+const BUSY: u64 = u64::MAX;
+
+/// Where the connection's socket is ([`Link::socket`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Socket {
+    /// The subscriber's own: it follows its feed and sends its frames.
+    Own,
+    /// In a writer: the subscriber holds no feed and waits.
+    InWriter,
+    /// Back from a writer: the subscriber goes on from where the writer
+    /// stopped ([`Link::take_resume`]).
+    Back,
+}
+
+/// What a linked subscriber (the stream) and its connection share.
+pub(crate) struct Link {
+    /// The subscriber's cursor when it last found its feed empty while
+    /// live; [`BUSY`] once it was polled again.
+    idle_at: AtomicU64,
+    /// [`Socket`], as a number.
+    socket: AtomicU8,
+    back: Mutex<Back>,
+    /// The connection's task, woken when a writer gives the socket back.
+    pub(super) task: AtomicWaker,
+}
+
+#[derive(Default)]
+pub(super) struct Back {
+    /// The writer gave the socket back (for the connection).
+    pub(super) given: Option<Handback>,
+    /// Where the subscriber goes on from (for the subscriber).
+    resume: Option<Resume>,
+    /// When a writer last wrote to the socket (for the heartbeats).
+    wrote: Option<Instant>,
+}
+
+/// Where a subscriber goes on from when its socket is back.
+pub(crate) struct Resume {
+    /// The last frame the writer wrote.
+    pub last: u64,
+    /// Frames the writer took off its feed but did not write (from the
+    /// first that was not the next delta: a deletion's `reset` and
+    /// `snapshot`, a hole), for the subscriber to take as its feed would
+    /// give them.
+    pub frames: Vec<SharedFrame>,
+    /// Its feed from there on (`None`: it catches up from the store).
+    pub rx: Option<broadcast::Receiver<SharedFrame>>,
+}
+
+/// A socket given back by its writer.
+pub(crate) struct Handback {
+    /// The last frame the writer wrote to it (in full, or in part with
+    /// the rest in `rest`).
+    pub(super) last: u64,
+    pub(super) frames: Vec<SharedFrame>,
+    /// A feed positioned after what the writer has taken off its own
+    /// (a subscriber that finds a hole in it catches up from the store).
+    pub(super) rx: Option<broadcast::Receiver<SharedFrame>>,
+    /// Bytes of the last frames the socket did not take, framed.
+    pub rest: Option<Bytes>,
+    pub(super) wrote: Option<Instant>,
+    /// The write failed: the client is gone.
+    pub failed: Option<io::Error>,
+}
+
+impl Link {
+    pub(crate) fn new() -> Arc<Self> {
+        Arc::new(Self {
+            idle_at: AtomicU64::new(BUSY),
+            socket: AtomicU8::new(Socket::Own as u8),
+            back: Mutex::new(Back::default()),
+            task: AtomicWaker::new(),
+        })
+    }
+
+    pub(super) fn back(&self) -> MutexGuard<'_, Back> {
+        self.back.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The subscriber: live, caught up at `cursor`, waiting on its feed.
+    pub(crate) fn idle(&self, cursor: u64) {
+        self.idle_at.store(cursor, Ordering::Relaxed);
+    }
+
+    /// The subscriber: polled again (whatever it was, it is no longer
+    /// known to be idle).
+    pub(crate) fn busy(&self) {
+        if self.idle_at.load(Ordering::Relaxed) != BUSY {
+            self.idle_at.store(BUSY, Ordering::Relaxed);
+        }
+    }
+
+    /// The connection: the cursor its subscriber is idle at, if it is.
+    pub(crate) fn idle_at(&self) -> Option<u64> {
+        Some(self.idle_at.load(Ordering::Relaxed)).filter(|c| *c != BUSY)
+    }
+
+    /// The connection: its socket is in a writer now; the subscriber is to
+    /// let go of its feed at its next poll.
+    pub(crate) fn park(&self) {
+        self.socket.store(Socket::InWriter as u8, Ordering::Release);
+    }
+
+    /// Where the socket is.
+    pub(crate) fn socket(&self) -> Socket {
+        match self.socket.load(Ordering::Acquire) {
+            0 => Socket::Own,
+            1 => Socket::InWriter,
+            _ => Socket::Back,
+        }
+    }
+
+    /// The subscriber, its socket back: where it goes on from.
+    pub(crate) fn take_resume(&self) -> Option<Resume> {
+        let r = self.back().resume.take();
+        self.socket.store(Socket::Own as u8, Ordering::Release);
+        r
+    }
+
+    /// The heartbeats: when a writer last wrote to the socket.
+    pub(crate) fn take_wrote(&self) -> Option<Instant> {
+        self.back().wrote.take()
+    }
+
+    /// The connection, with its socket back: the subscriber goes on from
+    /// where the writer stopped. The rest of a frame and a failure are
+    /// the connection's to handle (returned in `hb`).
+    pub(crate) fn unpark(&self, hb: &mut Handback) {
+        let mut back = self.back();
+        back.resume = Some(Resume {
+            last: hb.last,
+            frames: std::mem::take(&mut hb.frames),
+            rx: hb.rx.take(),
+        });
+        if hb.wrote.is_some() {
+            back.wrote = hb.wrote;
+        }
+        drop(back);
+        // Idle again only once the subscriber has gone on from there.
+        self.idle_at.store(BUSY, Ordering::Relaxed);
+        self.socket.store(Socket::Back as u8, Ordering::Release);
+    }
+
+    /// A writer gives the socket back.
+    pub(super) fn give(&self, hb: Handback) {
+        self.back().given = Some(hb);
+        self.task.wake();
+    }
+}
