@@ -43,9 +43,9 @@ pub(crate) struct Link {
 #[derive(Default)]
 pub(super) struct Back {
     /// The writer gave the socket back (for the connection).
-    pub(super) given: Option<Handback>,
+    pub(super) given: Option<Box<Handback>>,
     /// Where the subscriber goes on from (for the subscriber).
-    resume: Option<Resume>,
+    resume: Option<Box<Resume>>,
     /// When a writer last wrote to the socket (for the heartbeats).
     wrote: Option<Instant>,
 }
@@ -128,7 +128,7 @@ impl Link {
 
     /// The subscriber, its socket back: where it goes on from.
     pub(crate) fn take_resume(&self) -> Option<Resume> {
-        let r = self.back().resume.take();
+        let r = self.back().resume.take().map(|r| *r);
         self.socket.store(Socket::Own as u8, Ordering::Release);
         r
     }
@@ -143,11 +143,11 @@ impl Link {
     /// the connection's to handle (returned in `hb`).
     pub(crate) fn unpark(&self, hb: &mut Handback) {
         let mut back = self.back();
-        back.resume = Some(Resume {
+        back.resume = Some(Box::new(Resume {
             last: hb.last,
             frames: std::mem::take(&mut hb.frames),
             rx: hb.rx.take(),
-        });
+        }));
         if hb.wrote.is_some() {
             back.wrote = hb.wrote;
         }
@@ -159,7 +159,7 @@ impl Link {
 
     /// A writer gives the socket back.
     pub(super) fn give(&self, hb: Handback) {
-        self.back().given = Some(hb);
+        self.back().given = Some(Box::new(hb));
         self.task.wake();
     }
 }

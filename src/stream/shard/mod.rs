@@ -201,16 +201,19 @@ impl Seat {
                 handed_back("connection");
                 hb
             }
-            None => self.link.back().given.take().unwrap_or(Handback {
+            None => match self.link.back().given.take() {
+                Some(hb) => *hb,
                 // Not reached: a writer gives a member back (under its
                 // lock) before it lets go of it.
-                last: 0,
-                frames: Vec::new(),
-                rx: None,
-                rest: None,
-                wrote: None,
-                failed: Some(io::ErrorKind::NotConnected.into()),
-            }),
+                None => Handback {
+                    last: 0,
+                    frames: Vec::new(),
+                    rx: None,
+                    rest: None,
+                    wrote: None,
+                    failed: Some(io::ErrorKind::NotConnected.into()),
+                },
+            },
         }
     }
 }
