@@ -21,7 +21,7 @@ fn now() -> i64 {
 }
 
 #[derive(Clone)]
-struct Tok {
+pub(crate) struct Tok {
     alg: Algorithm,
     kid: Option<&'static str>,
     key: EncodingKey,
@@ -31,7 +31,7 @@ struct Tok {
 }
 
 impl Tok {
-    fn hs(scope: &str, sessions: &[&str]) -> Tok {
+    pub(crate) fn hs(scope: &str, sessions: &[&str]) -> Tok {
         Tok {
             alg: Algorithm::HS256,
             kid: None,
@@ -41,7 +41,7 @@ impl Tok {
             exp: now() + 600,
         }
     }
-    fn exp_in(mut self, secs: i64) -> Tok {
+    pub(crate) fn exp_in(mut self, secs: i64) -> Tok {
         self.exp = now() + secs;
         self
     }
@@ -59,7 +59,7 @@ impl Tok {
         self.kid = Some(kid);
         self
     }
-    fn jwt(&self) -> String {
+    pub(crate) fn jwt(&self) -> String {
         let mut h = Header::new(self.alg);
         h.kid = self.kid.map(str::to_string);
         let claims = json!({"sub": "tester", "exp": self.exp, "sessions": self.sessions, "scope": self.scope});
@@ -67,7 +67,7 @@ impl Tok {
     }
 }
 
-async fn jwt_server() -> TestServer {
+pub(crate) async fn jwt_server() -> TestServer {
     TestServer::builder()
         .config(|c| {
             c.auth.mode = agent_projector::config::AuthMode::Jwt;

@@ -160,9 +160,24 @@ impl Raw {
     }
 }
 
+/// `/metrics`, as `admin` (a bearer token) where the server asks for one.
+async fn metrics(srv: &TestServer, admin: Option<&str>) -> String {
+    let mut req = srv.http.get(srv.url("/metrics"));
+    if let Some(t) = admin {
+        req = req.bearer_auth(t);
+    }
+    let r = req.send().await.unwrap();
+    assert_eq!(r.status(), 200, "GET /metrics");
+    r.text().await.unwrap()
+}
+
 /// A counter's value on `/metrics` (its sum over labels matching `labels`).
 async fn counter(srv: &TestServer, name: &str, labels: &str) -> u64 {
-    srv.metrics()
+    counter_as(srv, None, name, labels).await
+}
+
+async fn counter_as(srv: &TestServer, admin: Option<&str>, name: &str, labels: &str) -> u64 {
+    metrics(srv, admin)
         .await
         .lines()
         .filter(|l| l.starts_with(name) && l.contains(labels))
@@ -173,14 +188,24 @@ async fn counter(srv: &TestServer, name: &str, labels: &str) -> u64 {
 
 /// Wait until `name` (with `labels`) reaches `at_least`.
 async fn until_counter(srv: &TestServer, name: &str, labels: &str, at_least: u64) {
+    until_counter_as(srv, None, name, labels, at_least).await
+}
+
+async fn until_counter_as(
+    srv: &TestServer,
+    admin: Option<&str>,
+    name: &str,
+    labels: &str,
+    at_least: u64,
+) {
     let deadline = Instant::now() + WAIT;
     loop {
-        let n = counter(srv, name, labels).await;
+        let n = counter_as(srv, admin, name, labels).await;
         if n >= at_least {
             return;
         }
         if Instant::now() >= deadline {
-            let all = srv.metrics().await;
+            let all = metrics(srv, admin).await;
             let writers: Vec<&str> = all
                 .lines()
                 .filter(|l| l.contains("shared_writer"))
@@ -348,6 +373,55 @@ async fn a_socket_in_a_writer_gets_heartbeats_and_ends_on_shutdown() {
     srv.stop().await;
     while s.read().await {}
     assert!(s.ended, "the last chunk before the close: {:?}", s.raw);
+}
+
+/// A socket in a writer when the caller's token expires: the connection
+/// takes it back (the expiry wakes it) and sends the farewell `reset`,
+/// then the last chunk.
+#[tokio::test]
+async fn a_socket_in_a_writer_ends_when_its_token_expires() {
+    use crate::auth::{jwt_server, Tok};
+    let srv = jwt_server().await;
+    let publish = Tok::hs("publish", &["exp"]).jwt();
+    let r = srv
+        .http
+        .post(srv.url("/v1/sessions/exp/events"))
+        .bearer_auth(&publish)
+        .json(&delta(1, "w1 "))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let tok = Tok::hs("subscribe", &["exp"]).exp_in(3).jwt();
+    let mut s = Raw::open(&srv, &format!("/v1/sessions/exp/stream?access_token={tok}")).await;
+    assert_eq!(s.next().await.unwrap().event, "snapshot");
+    s.until_live().await;
+    let admin = Tok::hs("admin", &["*"]).jwt();
+    until_counter_as(
+        &srv,
+        Some(&admin),
+        "projector_shared_writer_joins_total",
+        "",
+        1,
+    )
+    .await;
+    let r = srv
+        .http
+        .post(srv.url("/v1/sessions/exp/events"))
+        .bearer_auth(&publish)
+        .json(&delta(2, "w2 "))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(s.deltas_until(2).await, [2]);
+    let last = s.next().await.unwrap();
+    assert_eq!(
+        (last.event.as_str(), last.data["reason"].as_str()),
+        ("reset", Some("token_expired"))
+    );
+    assert!(s.next().await.is_none(), "and the stream ends");
+    assert!(s.ended, "with the last chunk");
 }
 
 /// With the writers off, the same stream reads the same frames (the
