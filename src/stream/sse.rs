@@ -34,11 +34,7 @@ pub fn response(
     heartbeat: Duration,
     shutdown: CancellationToken,
 ) -> Response {
-    let bytes = Box::pin(frames).map(|f| {
-        super::delivered(f.born);
-        f.sse.clone()
-    });
-    bytes_response(bytes, heartbeat, shutdown)
+    framed(frames, None, heartbeat, shutdown)
 }
 
 /// [`response`] over a linked subscriber's frames: a connection served by
@@ -50,13 +46,24 @@ pub(crate) fn shared_response(
     heartbeat: Duration,
     shutdown: CancellationToken,
 ) -> Response {
+    framed(frames, Some(shared), heartbeat, shutdown)
+}
+
+fn framed(
+    frames: impl Stream<Item = SharedFrame> + Send + 'static,
+    shared: Option<super::shard::Shardable>,
+    heartbeat: Duration,
+    shutdown: CancellationToken,
+) -> Response {
     let bytes = Box::pin(frames).map(|f| {
         super::delivered(f.born);
         f.sse.clone()
     });
-    let link = shared.link.clone();
-    let mut resp = with_preamble(bytes, heartbeat, shutdown, Some(link));
-    resp.extensions_mut().insert(shared);
+    let link = shared.as_ref().map(|s| s.link.clone());
+    let mut resp = with_preamble(bytes, heartbeat, shutdown, link);
+    if let Some(shared) = shared {
+        resp.extensions_mut().insert(shared);
+    }
     resp
 }
 

@@ -191,6 +191,33 @@ pub struct SseEvent {
     pub data: Value,
 }
 
+impl SseEvent {
+    /// One event block (up to its blank line); `None` for a block with no
+    /// data (a comment, a `retry`).
+    pub fn parse(block: &str) -> Option<SseEvent> {
+        let mut id = None;
+        let mut event = String::from("message");
+        let mut data = String::new();
+        for line in block.lines() {
+            if let Some(v) = line.strip_prefix("id: ") {
+                id = Some(v.to_string());
+            } else if let Some(v) = line.strip_prefix("event: ") {
+                event = v.to_string();
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data.push_str(v);
+            }
+        }
+        if data.is_empty() {
+            return None;
+        }
+        Some(SseEvent {
+            id,
+            event,
+            data: serde_json::from_str(&data).expect("frame data is JSON"),
+        })
+    }
+}
+
 type ByteStream =
     std::pin::Pin<Box<dyn futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
 
@@ -264,26 +291,10 @@ impl Sse {
         loop {
             if let Some(pos) = self.buf.find("\n\n") {
                 let block: String = self.buf.drain(..pos + 2).collect();
-                let mut id = None;
-                let mut event = String::from("message");
-                let mut data = String::new();
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("id: ") {
-                        id = Some(v.to_string());
-                    } else if let Some(v) = line.strip_prefix("event: ") {
-                        event = v.to_string();
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        data.push_str(v);
-                    }
+                match SseEvent::parse(&block) {
+                    Some(ev) => return Some(ev),
+                    None => continue, // a comment or retry-only block
                 }
-                if data.is_empty() {
-                    continue; // a comment or retry-only block
-                }
-                return Some(SseEvent {
-                    id,
-                    event,
-                    data: serde_json::from_str(&data).expect("frame data is JSON"),
-                });
             }
             match tokio::time::timeout(WAIT, self.body.next()).await {
                 Ok(Some(Ok(bytes))) => self

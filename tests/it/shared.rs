@@ -117,18 +117,8 @@ impl Raw {
         loop {
             while let Some(pos) = self.body.find("\n\n") {
                 let block: String = self.body.drain(..pos + 2).collect();
-                let (mut id, mut event, mut data) = (None, String::from("message"), None);
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("id: ") {
-                        id = Some(v.to_string());
-                    } else if let Some(v) = line.strip_prefix("event: ") {
-                        event = v.to_string();
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        data = Some(serde_json::from_str(v).expect("frame data is JSON"));
-                    }
-                }
-                if let Some(data) = data {
-                    return Some(SseEvent { id, event, data });
+                if let Some(ev) = SseEvent::parse(&block) {
+                    return Some(ev);
                 }
             }
             if self.ended || !self.read().await {
