@@ -373,15 +373,14 @@ async fn a_socket_in_a_writer_ends_when_its_token_expires() {
     use crate::auth::{jwt_server, Tok};
     let srv = jwt_server().await;
     let publish = Tok::hs("publish", &["exp"]).jwt();
-    let r = srv
-        .http
-        .post(srv.url("/v1/sessions/exp/events"))
-        .bearer_auth(&publish)
-        .json(&delta(1, "w1 "))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    let post = |k: u64| {
+        srv.http
+            .post(srv.url("/v1/sessions/exp/events"))
+            .bearer_auth(&publish)
+            .json(&delta(k, &format!("w{k} ")))
+            .send()
+    };
+    assert_eq!(post(1).await.unwrap().status(), 200);
     let tok = Tok::hs("subscribe", &["exp"]).exp_in(3).jwt();
     let mut s = Raw::open(&srv, &format!("/v1/sessions/exp/stream?access_token={tok}")).await;
     assert_eq!(s.next().await.unwrap().event, "snapshot");
@@ -395,15 +394,7 @@ async fn a_socket_in_a_writer_ends_when_its_token_expires() {
         1,
     )
     .await;
-    let r = srv
-        .http
-        .post(srv.url("/v1/sessions/exp/events"))
-        .bearer_auth(&publish)
-        .json(&delta(2, "w2 "))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
+    assert_eq!(post(2).await.unwrap().status(), 200);
     assert_eq!(s.deltas_until(2).await, [2]);
     let last = s.next().await.unwrap();
     assert_eq!(
