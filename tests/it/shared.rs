@@ -83,6 +83,18 @@ impl Raw {
         n > 0
     }
 
+    /// Read what has arrived, without waiting for more.
+    fn read_arrived(&mut self) {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n) = self.s.try_read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            self.raw.extend_from_slice(&buf[..n]);
+        }
+        self.decode();
+    }
+
     /// Move the complete chunks of `raw` into the body.
     fn decode(&mut self) {
         while self.body_started {
@@ -293,6 +305,77 @@ async fn a_socket_that_would_block_goes_back_to_its_connection_and_loses_nothing
     assert_eq!(
         slow.all.replace(": keep-alive\n\n", ""),
         prompt.all.replace(": keep-alive\n\n", "")
+    );
+}
+
+/// Everything at once: prompt readers, readers that take their bytes only
+/// now and then (their sockets fill, go back to their connections, catch
+/// up and join again), heartbeats every second taking sockets back and
+/// forth. Every reader still reads every frame once, in order.
+#[tokio::test]
+async fn under_churn_every_reader_still_reads_every_frame_once() {
+    let srv = TestServer::builder()
+        .config(|c| c.stream.heartbeat_secs = 1)
+        .start()
+        .await;
+    srv.post("churn", &delta(1, "w1 ")).await;
+    const LAST: u64 = 500;
+    let mut prompt = Vec::new();
+    let mut slow = Vec::new();
+    for k in 0..16 {
+        let path = "/v1/sessions/churn/stream?cursor=0";
+        let mut s = if k % 2 == 0 {
+            Raw::open(&srv, path).await
+        } else {
+            Raw::open_small(&srv, path, 4096).await
+        };
+        s.until_live().await;
+        if k % 2 == 0 {
+            prompt.push(tokio::spawn(async move { s.deltas_until(LAST).await }));
+        } else {
+            slow.push(s);
+        }
+    }
+    // 6 MB in all: more than a socket's buffers hold for a reader that
+    // reads only every 250 frames.
+    let text = |k: u64| format!("<{k}>{}</{k}>", "y".repeat(12_000));
+    for k in 2..=LAST {
+        let (status, _) = srv.post("churn", &delta(k, &text(k))).await;
+        assert_eq!(status, 200);
+        if k % 250 == 0 {
+            for s in &mut slow {
+                s.read_arrived();
+            }
+        }
+    }
+    let want: Vec<u64> = (2..=LAST).collect();
+    for p in prompt {
+        assert_eq!(p.await.unwrap(), want);
+    }
+    for s in &mut slow {
+        let mut seen = Vec::new();
+        // What was decoded while posting, then the rest.
+        while let Some(ev) = s.next().await {
+            if ev.event == "delta" {
+                let c = ev.data["cursor"].as_u64().unwrap();
+                if c > 1 {
+                    seen.push(c);
+                }
+                if c == LAST {
+                    break;
+                }
+            }
+        }
+        assert_eq!(seen, want);
+    }
+    assert!(
+        counter(
+            &srv,
+            "projector_shared_writer_handbacks_total",
+            "reason=\"slow\""
+        )
+        .await
+            > 0
     );
 }
 
