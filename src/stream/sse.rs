@@ -416,6 +416,32 @@ mod tests {
         drop(tx);
     }
 
+    /// Frames a shared writer wrote count as writes of the stream: a
+    /// stream whose writer wrote 10 s in sends its first heartbeat one
+    /// period after that, not at the first period's end.
+    #[tokio::test(start_paused = true)]
+    async fn a_shared_writers_writes_put_the_heartbeat_off() {
+        let every = Duration::from_secs(15);
+        let link = crate::stream::shard::Link::new();
+        let t0 = Instant::now();
+        let mut beats = Heartbeats::new(
+            futures_util::stream::pending::<Bytes>(),
+            every,
+            CancellationToken::new(),
+            b":hb\n\n",
+        );
+        beats.link = Some(link.clone());
+        let mut s = Box::pin(beats);
+        let first = tokio::spawn(async move {
+            let b = s.next().await.unwrap();
+            (Instant::now() - t0, b)
+        });
+        tokio::time::sleep_until(t0 + Duration::from_secs(10)).await;
+        link.note_wrote(Instant::now());
+        let (at, beat) = first.await.unwrap();
+        assert_eq!((at, &beat[..]), (Duration::from_secs(25), &b":hb\n\n"[..]));
+    }
+
     /// A stream whose items are always ready still ends on shutdown, at the
     /// next poll: the token's wake says it is to be looked at.
     #[tokio::test]

@@ -133,6 +133,13 @@ impl Link {
         r
     }
 
+    /// Say a writer wrote to the socket at `at` (for tests of the
+    /// heartbeats).
+    #[cfg(test)]
+    pub(crate) fn note_wrote(&self, at: Instant) {
+        self.back().wrote = Some(at);
+    }
+
     /// The heartbeats: when a writer last wrote to the socket.
     pub(crate) fn take_wrote(&self) -> Option<Instant> {
         self.back().wrote.take()
