@@ -226,6 +226,43 @@ pub enum Command {
     },
 }
 
+/// A session's live feed as the registry and the shared writers see it:
+/// the sender, while the actor has one, and how many subscribers the shared
+/// writers (`stream::shard`) hold beyond their one receiver each, so that
+/// the subscribers are counted as streams, not receivers.
+#[derive(Debug, Default)]
+pub struct FeedView {
+    sender: std::sync::Mutex<Option<broadcast::WeakSender<SharedFrame>>>,
+    in_writers: std::sync::atomic::AtomicIsize,
+}
+
+impl FeedView {
+    /// The feed's sender, while the actor has a feed.
+    pub fn sender(&self) -> Option<broadcast::WeakSender<SharedFrame>> {
+        self.sender
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn set(&self, sender: Option<broadcast::WeakSender<SharedFrame>>) {
+        *self.sender.lock().unwrap_or_else(|p| p.into_inner()) = sender;
+    }
+
+    /// The subscribers of a feed with `receivers` receivers.
+    fn subscribers(&self, receivers: usize) -> usize {
+        let n = receivers as isize + self.in_writers.load(std::sync::atomic::Ordering::Relaxed);
+        n.max(0) as usize
+    }
+
+    /// A shared writer took `delta` more subscribers (fewer, when
+    /// negative; its own receiver counts as -1).
+    pub fn writers_took(&self, delta: isize) {
+        self.in_writers
+            .fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// A cheap handle to a session actor.
 #[derive(Debug, Clone)]
 pub struct SessionHandle {
@@ -235,7 +272,7 @@ pub struct SessionHandle {
     /// Registry tick of the last lookup (least recently used eviction).
     last_used: Arc<std::sync::atomic::AtomicU64>,
     /// The actor's feed (while it has one), to see whether anyone is subscribed.
-    feed: Arc<std::sync::Mutex<Option<broadcast::WeakSender<SharedFrame>>>>,
+    feed: Arc<FeedView>,
 }
 
 impl SessionHandle {
@@ -352,9 +389,10 @@ impl SessionHandle {
 
     /// Open subscriptions on the actor's live feed.
     pub fn subscribers(&self) -> usize {
-        let weak = self.feed.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        weak.and_then(|w| w.upgrade())
-            .map_or(0, |s| s.receiver_count())
+        self.feed
+            .sender()
+            .and_then(|w| w.upgrade())
+            .map_or(0, |s| self.feed.subscribers(s.receiver_count()))
     }
 
     /// True when the actor is gone (evicted or failed).

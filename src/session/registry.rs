@@ -109,12 +109,10 @@ impl Registry {
         self.inner.sessions.len()
     }
 
-    /// The live feed of a session's running actor, if it has one (no actor
-    /// is started for it).
-    pub fn feed(&self, id: &str) -> Option<tokio::sync::broadcast::WeakSender<SharedFrame>> {
-        let h = self.inner.sessions.get(id)?;
-        let feed = h.feed.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        feed
+    /// The live feed of a session's running actor (no actor is started
+    /// for it).
+    pub fn feed(&self, id: &str) -> Option<Arc<super::FeedView>> {
+        Some(self.inner.sessions.get(id)?.feed.clone())
     }
 
     /// The handle of a session's actor, starting one if needed.
@@ -173,7 +171,7 @@ impl Registry {
     fn spawn(&self, id: Arc<str>) -> SessionHandle {
         let ctx = &self.inner.ctx;
         let (tx, rx) = mpsc::channel(ctx.cfg.mailbox);
-        let feed_view = Arc::new(std::sync::Mutex::new(None));
+        let feed_view = Arc::new(super::FeedView::default());
         let generation = self.inner.next_generation.fetch_add(1, Ordering::Relaxed);
         // The actor removes its own entry when it stops, never a successor's.
         let sessions = Arc::downgrade(&self.inner.sessions);

@@ -12,7 +12,9 @@ use crate::frame::{self, SharedFrame};
 impl Actor {
     /// Open subscriptions on the feed.
     pub(super) fn subscribers(&self) -> usize {
-        self.feed.as_ref().map_or(0, |f| f.receiver_count())
+        self.feed
+            .as_ref()
+            .map_or(0, |f| self.feed_view.subscribers(f.receiver_count()))
     }
 
     /// A receiver positioned at the head, creating the feed if needed.
@@ -21,7 +23,7 @@ impl Actor {
             return f.subscribe();
         }
         let (tx, rx) = broadcast::channel(self.ctx.cfg.live_buffer);
-        *self.feed_view.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx.downgrade());
+        self.feed_view.set(Some(tx.downgrade()));
         self.feed = Some(tx);
         rx
     }
@@ -39,7 +41,7 @@ impl Actor {
 
     pub(super) fn drop_feed(&mut self) {
         self.feed = None;
-        *self.feed_view.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.feed_view.set(None);
         self.stop_listening();
     }
 

@@ -53,7 +53,7 @@ pub(super) struct Actor {
     /// when the last one has gone: an idle session holds no channel buffer.
     pub feed: Option<broadcast::Sender<SharedFrame>>,
     /// Shared with the registry's handle, to count subscribers.
-    pub feed_view: Arc<std::sync::Mutex<Option<broadcast::WeakSender<SharedFrame>>>>,
+    pub feed_view: Arc<super::FeedView>,
     /// Wakes the actor when another node changed the session (shared
     /// stores, while the session has subscribers here).
     pub listening: Option<Arc<News>>,

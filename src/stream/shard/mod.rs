@@ -42,7 +42,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::frame::{FrameKind, SharedFrame};
-use crate::session::Registry;
+use crate::session::{FeedView, Registry};
 
 pub(crate) use link::{Handback, Link, Resume, Socket};
 
@@ -79,6 +79,9 @@ struct Writer {
     key: (Arc<str>, usize),
     /// The session's feed, for the feeds given back with the sockets.
     feed: broadcast::WeakSender<SharedFrame>,
+    /// Where the session counts its subscribers: the writer's members are
+    /// streams, its receiver is not.
+    view: Arc<FeedView>,
     state: Mutex<State>,
     /// The last member left.
     emptied: Notify,
@@ -137,11 +140,14 @@ impl Shards {
             let writer = match self.writers.entry(key.clone()) {
                 Entry::Occupied(e) => e.get().clone(),
                 Entry::Vacant(v) => {
-                    let feed = self.registry.feed(session)?;
+                    let view = self.registry.feed(session)?;
+                    let feed = view.sender()?;
                     let rx = feed.upgrade()?.subscribe();
+                    view.writers_took(-1);
                     let writer = Arc::new(Writer {
                         key: key.clone(),
                         feed,
+                        view,
                         state: Mutex::new(State {
                             members: Vec::new(),
                             processed: last,
@@ -173,6 +179,7 @@ impl Shards {
                 link: link.clone(),
                 wrote: None,
             });
+            writer.view.writers_took(1);
             drop(st);
             metrics::counter!("projector_shared_writer_joins_total").increment(1);
             return Some(Seat {
@@ -245,6 +252,7 @@ impl Writer {
         let mut st = self.lock();
         let k = st.members.iter().position(|m| m.id == id)?;
         let m = st.members.swap_remove(k);
+        self.view.writers_took(-1);
         if st.members.is_empty() {
             self.emptied.notify_one();
         }
@@ -304,6 +312,7 @@ impl Writer {
             return false;
         };
         st.closed = true;
+        self.view.writers_took(-(st.members.len() as isize));
         for m in st.members.drain(..) {
             handed_back(reason);
             m.link.give(Handback {
@@ -363,6 +372,7 @@ impl Writer {
                 continue;
             };
             let m = st.members.swap_remove(k);
+            self.view.writers_took(-1);
             handed_back(if failed.is_some() { "gone" } else { "slow" });
             m.link.give(Handback {
                 // The frames are the connection's now, the rest of their
@@ -423,6 +433,8 @@ async fn run(shards: Arc<Shards>, writer: Arc<Writer>, mut rx: broadcast::Receiv
             break;
         }
     }
+    drop(rx);
+    writer.view.writers_took(1);
     shards.forget(&writer);
 }
 
