@@ -128,11 +128,39 @@ async fn respond(io: &Arc<TcpStream>, resp: Response<Body>, http10: bool) -> io:
     std::future::poll_fn(|cx| {
         if let (Some(sh), Some(s)) = (&shared, seat.take()) {
             // Woken while the socket is in a writer: by the writer giving
-            // it back, or by anything else the stream waits on (the
-            // heartbeat timer, shutdown, the token's expiry, the client).
-            // The connection takes it back and goes on by itself.
-            if let Err(e) = take_back(s, sh, &mut out) {
-                return Poll::Ready(Err(e));
+            // it back, by the client, or by what the stream itself waits
+            // on (the heartbeat timer, shutdown, the token's expiry).
+            let mut s = Some(s);
+            sh.link.watch(cx);
+            if !peer.fired() && !sh.link.given() {
+                // The stream's own: it says whether it has anything to
+                // send (its subscriber, parked, sends nothing), the
+                // writer's writes counting as its own. If not, the socket
+                // stays in the writer: a busy stream's heartbeat timer
+                // does not take it out every period.
+                if let Some(at) = s.as_ref().and_then(Seat::last_write) {
+                    sh.link.note_wrote(at);
+                }
+                match data.as_mut().poll_next(cx) {
+                    Poll::Pending => {
+                        seat = s;
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(item) => {
+                        let s = s.take().expect("the seat was taken above");
+                        if let Err(e) = take_back(s, sh, &mut out) {
+                            return Poll::Ready(Err(e));
+                        }
+                        took(item, &mut out, chunked, &mut ended, &mut failed);
+                    }
+                }
+            }
+            // The writer gave it back, or the client woke the task: the
+            // connection takes the socket back and goes on by itself.
+            if let Some(s) = s {
+                if let Err(e) = take_back(s, sh, &mut out) {
+                    return Poll::Ready(Err(e));
+                }
             }
         }
         // Whether the body said "nothing ready" in this poll of the task:

@@ -62,6 +62,11 @@ impl WakeFlag {
         self.flag.fired.load(Ordering::Relaxed) && self.flag.fired.swap(false, Ordering::AcqRel)
     }
 
+    /// Whether a source woke the task since the last `take`, left as it is.
+    pub(crate) fn fired(&self) -> bool {
+        self.flag.fired.load(Ordering::Acquire)
+    }
+
     /// Look at the sources at the next poll, woken or not (one of them was
     /// set anew).
     pub(crate) fn raise(&self) {

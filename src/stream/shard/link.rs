@@ -5,6 +5,7 @@
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Context;
 
 use bytes::Bytes;
 use futures_util::task::AtomicWaker;
@@ -133,11 +134,22 @@ impl Link {
         r
     }
 
-    /// Say a writer wrote to the socket at `at` (for tests of the
-    /// heartbeats).
-    #[cfg(test)]
+    /// The connection, while its socket is in a writer: the task to wake
+    /// when the writer gives it back.
+    pub(crate) fn watch(&self, cx: &Context<'_>) {
+        self.task.register(cx.waker());
+    }
+
+    /// The connection, while its socket is in a writer: the writer last
+    /// wrote to it at `at` (for the heartbeats).
     pub(crate) fn note_wrote(&self, at: Instant) {
         self.back().wrote = Some(at);
+    }
+
+    /// Whether a writer gave the socket back (and the connection has not
+    /// taken it yet).
+    pub(crate) fn given(&self) -> bool {
+        self.back().given.is_some()
     }
 
     /// The heartbeats: when a writer last wrote to the socket.

@@ -29,7 +29,7 @@
 mod link;
 
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Context;
 
@@ -77,6 +77,11 @@ pub(crate) struct Seat {
 
 struct Writer {
     key: (Arc<str>, usize),
+    /// When the writer was made; `wrote` counts from it.
+    born: Instant,
+    /// When it last wrote to its sockets, in nanoseconds after `born`
+    /// (0: never).
+    wrote: AtomicU64,
     /// The session's feed, for the feeds given back with the sockets.
     feed: broadcast::WeakSender<SharedFrame>,
     /// Where the session counts its subscribers: the writer's members are
@@ -146,6 +151,8 @@ impl Shards {
                     view.writers_took(-1);
                     let writer = Arc::new(Writer {
                         key: key.clone(),
+                        born: Instant::now(),
+                        wrote: AtomicU64::new(0),
                         feed,
                         view,
                         state: Mutex::new(State {
@@ -221,6 +228,16 @@ impl Seat {
                     failed: Some(io::ErrorKind::NotConnected.into()),
                 },
             },
+        }
+    }
+
+    /// When the writer last wrote to its sockets (to this one, unless it
+    /// joined ahead of the writer and no frame has come since).
+    pub(crate) fn last_write(&self) -> Option<Instant> {
+        let w = &self.writer;
+        match w.wrote.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(w.born + std::time::Duration::from_nanos(n)),
         }
     }
 }
@@ -386,6 +403,11 @@ impl Writer {
             });
         }
         metrics::counter!("projector_shared_writer_writes_total").increment(written);
+        if written > 0 {
+            let since = now.duration_since(self.born).as_nanos().max(1);
+            self.wrote
+                .store(u64::try_from(since).unwrap_or(u64::MAX), Ordering::Relaxed);
+        }
     }
 
     /// Close if nobody is in (the last member left); true if closed.
