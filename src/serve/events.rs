@@ -15,10 +15,11 @@
 //!
 //! A session stream whose response offers its session's shared writers
 //! ([`Shardable`]) hands its socket to one of them whenever it is live,
-//! caught up and flushed, and takes it back at the next wake of its task
-//! (the writer giving it back, a heartbeat, shutdown, the client): while
-//! the socket is in a writer the task sleeps, and the writer writes the
-//! frames (see `stream::shard`).
+//! caught up and flushed. While the socket is in a writer the task sleeps
+//! and the writer writes the frames (see `stream::shard`); the task takes
+//! the socket back when the writer gives it back, when the client wakes
+//! it, or when the stream has something of its own to send (a heartbeat
+//! due, the end at shutdown, the farewell at expiry).
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Write as _};

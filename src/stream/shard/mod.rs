@@ -19,8 +19,11 @@
 //!   (a deletion's `reset` and `snapshot`, a hole: such frames go back with
 //!   the socket, to the subscriber's own machine, as its feed would have
 //!   given them);
-//! - by itself, when anything else wakes it: the heartbeat timer, the
-//!   shutdown token, the token's expiry, the client's hang-up.
+//! - by itself, when the client wakes it (a hang-up), or when the stream
+//!   has something of its own to send: a heartbeat (due only once no
+//!   frame went out for a period, the writer's writes counting), the end
+//!   at shutdown, the farewell at the token's expiry. A busy stream's
+//!   heartbeat timer does not take its socket out of the writer.
 //!
 //! The writer holds its lock while it writes a frame to its sockets, so a
 //! connection that takes its socket back knows exactly which frames went
