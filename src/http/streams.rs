@@ -352,14 +352,13 @@ fn frames(
     session: SessionId,
     headers: &HeaderMap,
     q: StreamQuery,
+    // Only for the frames as they are (`stream_sse` decides).
     link: Option<Arc<stream::shard::Link>>,
 ) -> Result<impl futures_util::Stream<Item = SharedFrame> + Send + 'static, Problem> {
     caller.require(Scope::Subscribe, Some(&session.0))?;
     let format = q.format.unwrap_or_default();
     let from = start(headers, q)?;
     let slot = st.limits.subscribe(&session.0)?;
-    // Only the frames as they are can go out through a shared writer.
-    let link = link.filter(|_| format == StreamFormat::Frames);
     let frames = stream::linked(
         st.registry.clone(),
         session.0,
@@ -401,6 +400,7 @@ pub async fn stream_sse(
     headers: HeaderMap,
     Q(q): Q<StreamQuery>,
 ) -> Result<Response, Problem> {
+    // Only the frames as they are can go out through a shared writer.
     let shared = match (&st.shards, q.format.unwrap_or_default()) {
         (Some(shards), StreamFormat::Frames) => Some(stream::shard::Shardable {
             shards: shards.clone(),

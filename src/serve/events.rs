@@ -148,10 +148,7 @@ async fn respond(io: &Arc<TcpStream>, resp: Response<Body>, http10: bool) -> io:
                         return Poll::Pending;
                     }
                     Poll::Ready(item) => {
-                        let s = s.take().expect("the seat was taken above");
-                        if let Err(e) = take_back(s, sh, &mut out) {
-                            return Poll::Ready(Err(e));
-                        }
+                        take_back(s.take().expect("the seat was taken above"), sh, &mut out)?;
                         took(item, &mut out, chunked, &mut ended, &mut failed);
                     }
                 }
@@ -159,9 +156,7 @@ async fn respond(io: &Arc<TcpStream>, resp: Response<Body>, http10: bool) -> io:
             // The writer gave it back, or the client woke the task: the
             // connection takes the socket back and goes on by itself.
             if let Some(s) = s {
-                if let Err(e) = take_back(s, sh, &mut out) {
-                    return Poll::Ready(Err(e));
-                }
+                take_back(s, sh, &mut out)?;
             }
         }
         // Whether the body said "nothing ready" in this poll of the task:
@@ -285,12 +280,7 @@ fn took(
 /// finish go out first, and the subscriber goes on after the last frame it
 /// wrote; a failed write ends the connection.
 fn take_back(seat: Seat, sh: &Shardable, out: &mut Outgoing) -> io::Result<()> {
-    let mut hb = seat.leave();
-    sh.link.unpark(&mut hb);
-    if let Some(e) = hb.failed.take() {
-        return Err(e);
-    }
-    if let Some(rest) = hb.rest.take() {
+    if let Some(rest) = sh.link.unpark(seat.leave())? {
         out.push(rest, false);
     }
     Ok(())

@@ -38,7 +38,7 @@ pub(crate) struct Link {
     socket: AtomicU8,
     back: Mutex<Back>,
     /// The connection's task, woken when a writer gives the socket back.
-    pub(super) task: AtomicWaker,
+    task: AtomicWaker,
 }
 
 #[derive(Default)]
@@ -66,18 +66,17 @@ pub(crate) struct Resume {
 
 /// A socket given back by its writer.
 pub(crate) struct Handback {
-    /// The last frame the writer wrote to it (in full, or in part with
-    /// the rest in `rest`).
-    pub(super) last: u64,
-    pub(super) frames: Vec<SharedFrame>,
-    /// A feed positioned after what the writer has taken off its own
-    /// (a subscriber that finds a hole in it catches up from the store).
-    pub(super) rx: Option<broadcast::Receiver<SharedFrame>>,
+    /// Where its subscriber goes on from: `last` is the last frame the
+    /// writer wrote to it (in full, or in part with the rest in `rest`),
+    /// and `rx` a feed positioned after what the writer has taken off its
+    /// own (a subscriber that finds a hole in it catches up from the
+    /// store).
+    pub(super) resume: Resume,
     /// Bytes of the last frames the socket did not take, framed.
-    pub rest: Option<Bytes>,
+    pub(super) rest: Option<Bytes>,
     pub(super) wrote: Option<Instant>,
     /// The write failed: the client is gone.
-    pub failed: Option<io::Error>,
+    pub(super) failed: Option<io::Error>,
 }
 
 impl Link {
@@ -158,15 +157,11 @@ impl Link {
     }
 
     /// The connection, with its socket back: the subscriber goes on from
-    /// where the writer stopped. The rest of a frame and a failure are
-    /// the connection's to handle (returned in `hb`).
-    pub(crate) fn unpark(&self, hb: &mut Handback) {
+    /// where the writer stopped. The bytes of a frame the socket did not
+    /// take, or the write's failure, are the connection's to handle.
+    pub(crate) fn unpark(&self, hb: Handback) -> io::Result<Option<Bytes>> {
         let mut back = self.back();
-        back.resume = Some(Box::new(Resume {
-            last: hb.last,
-            frames: std::mem::take(&mut hb.frames),
-            rx: hb.rx.take(),
-        }));
+        back.resume = Some(Box::new(hb.resume));
         if hb.wrote.is_some() {
             back.wrote = hb.wrote;
         }
@@ -174,6 +169,10 @@ impl Link {
         // Idle again only once the subscriber has gone on from there.
         self.idle_at.store(BUSY, Ordering::Relaxed);
         self.socket.store(Socket::Back as u8, Ordering::Release);
+        match hb.failed {
+            Some(e) => Err(e),
+            None => Ok(hb.rest),
+        }
     }
 
     /// A writer gives the socket back.

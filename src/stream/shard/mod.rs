@@ -141,7 +141,7 @@ impl Shards {
     ) -> Option<Seat> {
         // The task a writer's hand-back wakes, known before the writer
         // can give it back.
-        link.task.register(cx.waker());
+        link.watch(cx);
         let slot = self.next.fetch_add(1, Ordering::Relaxed) % self.per_session;
         let key = (session.clone(), slot);
         for _ in 0..2 {
@@ -223,9 +223,11 @@ impl Seat {
                 // Not reached: a writer gives a member back (under its
                 // lock) before it lets go of it.
                 None => Handback {
-                    last: 0,
-                    frames: Vec::new(),
-                    rx: None,
+                    resume: Resume {
+                        last: 0,
+                        frames: Vec::new(),
+                        rx: None,
+                    },
                     rest: None,
                     wrote: None,
                     failed: Some(io::ErrorKind::NotConnected.into()),
@@ -278,9 +280,11 @@ impl Writer {
         }
         drop(st);
         Some(Handback {
-            last: m.last,
-            frames: Vec::new(),
-            rx: self.resubscribe(),
+            resume: Resume {
+                last: m.last,
+                frames: Vec::new(),
+                rx: self.resubscribe(),
+            },
             rest: None,
             wrote: m.wrote,
             failed: None,
@@ -336,12 +340,14 @@ impl Writer {
         for m in st.members.drain(..) {
             handed_back(reason);
             m.link.give(Handback {
-                last: m.last,
-                frames: unwritten.clone(),
-                rx: if unwritten.is_empty() {
-                    None
-                } else {
-                    self.resubscribe()
+                resume: Resume {
+                    last: m.last,
+                    frames: unwritten.clone(),
+                    rx: if unwritten.is_empty() {
+                        None
+                    } else {
+                        self.resubscribe()
+                    },
                 },
                 rest: None,
                 wrote: m.wrote,
@@ -397,9 +403,11 @@ impl Writer {
             m.link.give(Handback {
                 // The frames are the connection's now, the rest of their
                 // bytes first; it follows the feed from here on by itself.
-                last,
-                frames: Vec::new(),
-                rx: self.resubscribe(),
+                resume: Resume {
+                    last,
+                    frames: Vec::new(),
+                    rx: self.resubscribe(),
+                },
                 rest,
                 wrote: if some { Some(now) } else { m.wrote },
                 failed,
