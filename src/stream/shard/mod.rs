@@ -109,7 +109,6 @@ struct Member {
     io: Arc<TcpStream>,
     last: u64,
     link: Arc<Link>,
-    wrote: Option<Instant>,
 }
 
 impl Shards {
@@ -187,7 +186,6 @@ impl Shards {
                 io: io.clone(),
                 last,
                 link: link.clone(),
-                wrote: None,
             });
             writer.view.writers_took(1);
             drop(st);
@@ -239,11 +237,7 @@ impl Seat {
     /// When the writer last wrote to its sockets (to this one, unless it
     /// joined ahead of the writer and no frame has come since).
     pub(crate) fn last_write(&self) -> Option<Instant> {
-        let w = &self.writer;
-        match w.wrote.load(Ordering::Relaxed) {
-            0 => None,
-            n => Some(w.born + std::time::Duration::from_nanos(n)),
-        }
+        self.writer.last_write()
     }
 }
 
@@ -269,6 +263,17 @@ impl Writer {
         self.feed.upgrade().map(|tx| tx.subscribe())
     }
 
+    /// When the writer last wrote to its sockets: what a socket given back
+    /// counts as its last write, for its heartbeats (one the writer did not
+    /// write to since it joined sends its first heartbeat at most a period
+    /// late; it wrote its own catch-up just before it joined).
+    fn last_write(&self) -> Option<Instant> {
+        match self.wrote.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(self.born + std::time::Duration::from_nanos(n)),
+        }
+    }
+
     /// Take member `id` out, if it is still in.
     fn remove(&self, id: u64) -> Option<Handback> {
         let mut st = self.lock();
@@ -286,7 +291,7 @@ impl Writer {
                 rx: self.resubscribe(),
             },
             rest: None,
-            wrote: m.wrote,
+            wrote: self.last_write(),
             failed: None,
         })
     }
@@ -350,7 +355,7 @@ impl Writer {
                     },
                 },
                 rest: None,
-                wrote: m.wrote,
+                wrote: self.last_write(),
                 failed: None,
             });
         }
@@ -392,7 +397,6 @@ impl Writer {
             }
             let Some((rest, failed, some)) = outcome else {
                 m.last = last;
-                m.wrote = Some(now);
                 written += 1;
                 k += 1;
                 continue;
@@ -409,7 +413,7 @@ impl Writer {
                     rx: self.resubscribe(),
                 },
                 rest,
-                wrote: if some { Some(now) } else { m.wrote },
+                wrote: if some { Some(now) } else { self.last_write() },
                 failed,
             });
         }
