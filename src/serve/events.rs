@@ -131,32 +131,27 @@ async fn respond(io: &Arc<TcpStream>, resp: Response<Body>, http10: bool) -> io:
             // Woken while the socket is in a writer: by the writer giving
             // it back, by the client, or by what the stream itself waits
             // on (the heartbeat timer, shutdown, the token's expiry).
-            let mut s = Some(s);
             sh.link.watch(cx);
-            if !peer.fired() && !sh.link.given() {
+            if peer.fired() || sh.link.given() {
+                // The writer gave it back, or the client woke the task: the
+                // connection takes the socket back and goes on by itself.
+                take_back(s, sh, &mut out)?;
+            } else {
                 // The stream's own: it says whether it has anything to
                 // send (its subscriber, parked, sends nothing), the
                 // writer's writes counting as its own. If not, the socket
                 // stays in the writer: a busy stream's heartbeat timer
                 // does not take it out every period.
-                if let Some(at) = s.as_ref().and_then(Seat::last_write) {
+                if let Some(at) = s.last_write() {
                     sh.link.note_wrote(at);
                 }
-                match data.as_mut().poll_next(cx) {
-                    Poll::Pending => {
-                        seat = s;
+                match ask_seated(&mut data, cx, s, sh, &mut out)? {
+                    Seated::Stays(s) => {
+                        seat = Some(s);
                         return Poll::Pending;
                     }
-                    Poll::Ready(item) => {
-                        take_back(s.take().expect("the seat was taken above"), sh, &mut out)?;
-                        took(item, &mut out, chunked, &mut ended, &mut failed);
-                    }
+                    Seated::Back(item) => took(item, &mut out, chunked, &mut ended, &mut failed),
                 }
-            }
-            // The writer gave it back, or the client woke the task: the
-            // connection takes the socket back and goes on by itself.
-            if let Some(s) = s {
-                take_back(s, sh, &mut out)?;
             }
         }
         // Whether the body said "nothing ready" in this poll of the task:
@@ -233,15 +228,13 @@ async fn respond(io: &Arc<TcpStream>, resp: Response<Body>, http10: bool) -> io:
                 };
                 // The subscriber lets go of its feed at this poll.
                 sh.link.park();
-                match data.as_mut().poll_next(cx) {
-                    Poll::Pending => {
+                match ask_seated(&mut data, cx, s, sh, &mut out)? {
+                    Seated::Stays(s) => {
                         seat = Some(s);
                         return Poll::Pending;
                     }
-                    // Something beside the frames (a heartbeat, the end):
-                    // the socket is the connection's again first.
-                    Poll::Ready(item) => {
-                        take_back(s, sh, &mut out)?;
+                    // Something beside the frames (a heartbeat, the end).
+                    Seated::Back(item) => {
                         took(item, &mut out, chunked, &mut ended, &mut failed);
                         // The subscriber goes on from the writer's cursor
                         // at the next look at the body.
@@ -272,6 +265,34 @@ fn took(
                 out.push(Bytes::from_static(b"0\r\n\r\n"), false);
             }
             *ended = true;
+        }
+    }
+}
+
+/// What a stream whose socket is in a writer said when asked.
+enum Seated {
+    /// Nothing of its own to send: the socket stays in the writer.
+    Stays(Seat),
+    /// Something (a heartbeat, the end, a failure): the socket is the
+    /// connection's again, with what the writer left unsent queued first,
+    /// and this goes out after it.
+    Back(Option<Result<Bytes, axum::BoxError>>),
+}
+
+/// Ask the stream, its socket in a writer, whether it has anything of its
+/// own to send (its subscriber, parked, sends no frame).
+fn ask_seated(
+    data: &mut DirectStream,
+    cx: &mut Context<'_>,
+    seat: Seat,
+    sh: &Shardable,
+    out: &mut Outgoing,
+) -> io::Result<Seated> {
+    match data.as_mut().poll_next(cx) {
+        Poll::Pending => Ok(Seated::Stays(seat)),
+        Poll::Ready(item) => {
+            take_back(seat, sh, out)?;
+            Ok(Seated::Back(item))
         }
     }
 }
