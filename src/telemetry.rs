@@ -74,6 +74,12 @@ where
     )))
 }
 
+/// Whether traces are exported: spans that only traces read (not the
+/// logs) are made only then.
+pub fn exported() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
 struct Headers<'a>(&'a axum::http::HeaderMap);
 
 impl Extractor for Headers<'_> {
@@ -89,7 +95,7 @@ impl Extractor for Headers<'_> {
 /// Make `span` (a request's) a child of the caller's trace when the request
 /// carries a W3C `traceparent`; nothing when traces are off.
 pub fn join_caller(span: &tracing::Span, headers: &axum::http::HeaderMap) {
-    if !ON.load(Ordering::Relaxed) || !headers.contains_key("traceparent") {
+    if !exported() || !headers.contains_key("traceparent") {
         return;
     }
     let cx = TraceContextPropagator::new().extract(&Headers(headers));

@@ -113,13 +113,13 @@ pub async fn index_stream(
     if wants_ws {
         let upgrade = upgrade?;
         let (events, slot) = events(&st, &caller, &headers, q)?;
-        let json = stream::holding(events, slot).map(|e| e.json.clone());
+        let json = stream::holding(events, slot).map(|e| e.json().clone());
         let heartbeat = st.heartbeat();
         let shutdown = st.shutdown.clone();
         return Ok(upgrade.serve(&st, move |conn| ws::serve(conn, json, heartbeat, shutdown)));
     }
     let (events, slot) = events(&st, &caller, &headers, q)?;
-    let bytes = stream::holding(events, slot).map(|e| e.sse.clone());
+    let bytes = stream::holding(events, slot).map(|e| e.sse().clone());
     Ok(sse::bytes_response(
         Box::pin(bytes),
         st.heartbeat(),

@@ -1,11 +1,12 @@
 //! The live session index (docs/STREAMS.md): each change of a session as
 //! the session list shows it (`created`, `updated`, `deleted`) gets a cursor
-//! of this node's index and is encoded once, kept in a bounded ring for
-//! replay and broadcast to the index streams. The index's epoch is new with
-//! every start of the server, so that a cursor of another run is reset.
+//! of this node's index, is kept in a bounded ring for replay and broadcast
+//! to the index streams, and is encoded once, when a follower first reads
+//! it. The index's epoch is new with every start of the server, so that a
+//! cursor of another run is reset.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -98,30 +99,38 @@ pub enum Change {
 }
 
 /// One event of an index stream, encoded once: its SSE form, and its JSON
-/// (a slice of it).
+/// (a slice of it). A session's change is encoded when it is first read (a
+/// follower sends it, or replays it), not when it is made: most appends'
+/// changes are never read, with nobody following the index.
 #[derive(Debug)]
 pub struct IndexEvent {
     /// The index cursor (`None` for a `reset`).
     pub cursor: Option<u64>,
-    /// The session a change is about (`None` for `snapshot` and `reset`).
-    pub session: Option<String>,
     /// Not an event to send: changes may have been missed here (see
     /// [`Index::resync`]); a follower starts again from a snapshot.
     pub resync: bool,
-    pub sse: Bytes,
-    pub json: Bytes,
+    /// The change it is, for a session's change.
+    change: Option<Box<SessionChange>>,
+    encoded: OnceLock<Encoded>,
 }
 
-impl IndexEvent {
+#[derive(Debug)]
+struct SessionChange {
+    change: Change,
+    epoch: Arc<str>,
+    entry: SessionEntry,
+}
+
+#[derive(Debug)]
+struct Encoded {
+    sse: Bytes,
+    json: Bytes,
+}
+
+impl Encoded {
     /// `id: <epoch>:<cursor>` (when it has a cursor), `event: <name>`,
     /// `data: <json>`.
-    pub fn encode(
-        name: &str,
-        epoch: &str,
-        cursor: Option<u64>,
-        session: Option<String>,
-        json: &[u8],
-    ) -> IndexEvent {
+    fn new(name: &str, epoch: &str, cursor: Option<u64>, json: &[u8]) -> Encoded {
         let mut buf = Vec::with_capacity(json.len() + 64);
         if let Some(c) = cursor {
             buf.extend_from_slice(format!("id: {epoch}:{c}\n").as_bytes());
@@ -132,19 +141,69 @@ impl IndexEvent {
         let end = buf.len();
         buf.extend_from_slice(b"\n\n");
         let sse = Bytes::from(buf);
-        IndexEvent {
-            cursor,
-            session,
-            resync: false,
+        Encoded {
             json: sse.slice(start..end),
             sse,
         }
+    }
+}
+
+impl IndexEvent {
+    /// An event encoded now (a `snapshot` or a `reset`): `id:
+    /// <epoch>:<cursor>` (when it has a cursor), `event: <name>`, `data:
+    /// <json>`.
+    pub fn encode(name: &str, epoch: &str, cursor: Option<u64>, json: &[u8]) -> IndexEvent {
+        IndexEvent {
+            cursor,
+            resync: false,
+            change: None,
+            encoded: OnceLock::from(Encoded::new(name, epoch, cursor, json)),
+        }
+    }
+
+    /// The session a change is about (`None` for `snapshot` and `reset`).
+    pub fn session(&self) -> Option<&str> {
+        self.change.as_ref().map(|c| c.entry.session_id.as_str())
+    }
+
+    /// The event as SSE.
+    pub fn sse(&self) -> &Bytes {
+        &self.encoded().sse
+    }
+
+    /// The event's JSON.
+    pub fn json(&self) -> &Bytes {
+        &self.encoded().json
+    }
+
+    fn encoded(&self) -> &Encoded {
+        self.encoded.get_or_init(|| {
+            #[derive(Serialize)]
+            struct Out<'a> {
+                #[serde(rename = "type")]
+                change: Change,
+                cursor: u64,
+                session: &'a SessionEntry,
+            }
+            let c = self
+                .change
+                .as_ref()
+                .expect("an event made without its bytes is a change");
+            let cursor = self.cursor.expect("a change has a cursor");
+            let json = serde_json::to_vec(&Out {
+                change: c.change,
+                cursor,
+                session: &c.entry,
+            })
+            .expect("index events serialise");
+            Encoded::new("session", &c.epoch, Some(cursor), &json)
+        })
     }
 
     /// `{"type":"reset","reason":...}`.
     pub fn reset(reason: &str) -> IndexEvent {
         let json = serde_json::json!({"type": "reset", "reason": reason}).to_string();
-        IndexEvent::encode("reset", "", None, None, json.as_bytes())
+        IndexEvent::encode("reset", "", None, json.as_bytes())
     }
 }
 
@@ -174,7 +233,7 @@ struct Ring {
 
 /// The node's session index.
 pub struct Index {
-    epoch: String,
+    epoch: Arc<str>,
     keep: usize,
     ring: Mutex<Ring>,
     tx: broadcast::Sender<Arc<IndexEvent>>,
@@ -191,7 +250,7 @@ impl Index {
     pub fn new(keep: usize) -> Index {
         let keep = keep.max(1);
         Index {
-            epoch: uuid::Uuid::new_v4().simple().to_string()[..16].to_string(),
+            epoch: Arc::from(&uuid::Uuid::new_v4().simple().to_string()[..16]),
             keep,
             ring: Mutex::new(Ring {
                 head: 0,
@@ -206,36 +265,29 @@ impl Index {
     }
 
     /// Record a change of `entry`'s session and send it to the followers.
-    pub fn publish(&self, change: Change, entry: &SessionEntry) {
-        #[derive(Serialize)]
-        struct Out<'a> {
-            #[serde(rename = "type")]
-            change: Change,
-            cursor: u64,
-            session: &'a SessionEntry,
-        }
+    pub fn publish(&self, change: Change, entry: SessionEntry) {
         let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
         ring.head += 1;
-        let cursor = ring.head;
-        let json = serde_json::to_vec(&Out {
-            change,
-            cursor,
-            session: entry,
-        })
-        .expect("index events serialise");
-        let ev = Arc::new(IndexEvent::encode(
-            "session",
-            &self.epoch,
-            Some(cursor),
-            Some(entry.session_id.clone()),
-            &json,
-        ));
-        if ring.recent.len() == self.keep {
-            ring.recent.pop_front();
-        }
+        let ev = Arc::new(IndexEvent {
+            cursor: Some(ring.head),
+            resync: false,
+            change: Some(Box::new(SessionChange {
+                change,
+                epoch: self.epoch.clone(),
+                entry,
+            })),
+            encoded: OnceLock::new(),
+        });
+        let gone = if ring.recent.len() == self.keep {
+            ring.recent.pop_front()
+        } else {
+            None
+        };
         ring.recent.push_back(ev.clone());
         // Sent under the lock, so that followers get changes in cursor order.
         let _ = self.tx.send(ev);
+        drop(ring);
+        drop(gone);
         metrics::counter!("projector_index_changes_total").increment(1);
     }
 
@@ -280,7 +332,7 @@ impl Index {
         };
         let start = match after {
             None => fresh(None),
-            Some((Some(e), _)) if e != self.epoch => fresh(Some("epoch_mismatch")),
+            Some((Some(e), _)) if e != &*self.epoch => fresh(Some("epoch_mismatch")),
             Some((_, c)) if c > ring.head => fresh(Some("cursor_ahead")),
             Some((_, c)) => {
                 let first = ring
@@ -341,7 +393,7 @@ pub async fn relay(
                 // goes, this one ends the run when it falls silent.
                 let listing = Listing::of_meta(&m);
                 watch.note(&session, listing.status.as_deref());
-                index.publish(change, &SessionEntry::with_listing(&session, &m, listing))
+                index.publish(change, SessionEntry::with_listing(&session, &m, listing))
             }
             Ok(None) => {}
             Err(e) => {

@@ -72,7 +72,7 @@ impl Follower {
                     self.fresh = Some("cursor_expired");
                     continue;
                 }
-                if ev.session.as_deref().is_none_or(|s| (self.sees)(s)) {
+                if ev.session().is_none_or(|s| (self.sees)(s)) {
                     return Some(ev);
                 }
                 continue;
@@ -178,11 +178,5 @@ async fn snapshot(
         "sessions": sessions,
     }))
     .expect("snapshots serialise");
-    Ok(IndexEvent::encode(
-        "snapshot",
-        epoch,
-        Some(cursor),
-        None,
-        &json,
-    ))
+    Ok(IndexEvent::encode("snapshot", epoch, Some(cursor), &json))
 }

@@ -137,7 +137,7 @@ impl Actor {
         self.publish_reset(state, "session_deleted");
         self.ctx.index.publish(
             Change::Deleted,
-            &SessionEntry::with_listing(&self.id, &state.meta, Default::default()),
+            SessionEntry::with_listing(&self.id, &state.meta, Default::default()),
         );
     }
 }

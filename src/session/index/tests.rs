@@ -17,7 +17,7 @@ fn cursors(start: &IndexStart) -> Vec<u64> {
 fn replays_the_changes_after_a_cursor() {
     let ix = Index::new(8);
     for i in 1..=3 {
-        ix.publish(Change::Updated, &entry("a", i));
+        ix.publish(Change::Updated, entry("a", i));
     }
     let f = ix.follow(Some((Some(ix.epoch()), 1)));
     assert_eq!(cursors(&f.start), vec![2, 3]);
@@ -29,7 +29,7 @@ fn replays_the_changes_after_a_cursor() {
 fn resets_what_it_cannot_resume() {
     let ix = Index::new(2);
     for i in 1..=5 {
-        ix.publish(Change::Updated, &entry("a", i));
+        ix.publish(Change::Updated, entry("a", i));
     }
     let reason = |after| match ix.follow(after).start {
         IndexStart::Fresh { reset, cursor } => {
@@ -50,22 +50,22 @@ fn resets_what_it_cannot_resume() {
 async fn followers_get_live_changes_encoded_once() {
     let ix = Index::new(4);
     let mut f = ix.follow(None);
-    ix.publish(Change::Created, &entry("s\"1", 1));
+    ix.publish(Change::Created, entry("s\"1", 1));
     let ev = f.rx.recv().await.unwrap();
     assert_eq!(ev.cursor, Some(1));
-    assert_eq!(ev.session.as_deref(), Some("s\"1"));
-    let v: serde_json::Value = serde_json::from_slice(&ev.json).unwrap();
+    assert_eq!(ev.session(), Some("s\"1"));
+    let v: serde_json::Value = serde_json::from_slice(ev.json()).unwrap();
     assert_eq!(v["type"], "created");
     assert_eq!(v["session"]["sessionId"], "s\"1");
     assert_eq!(v["session"]["pendingActions"], 0);
-    let sse = std::str::from_utf8(&ev.sse).unwrap();
+    let sse = std::str::from_utf8(ev.sse()).unwrap();
     assert!(sse.starts_with(&format!("id: {}:1\nevent: session\ndata: {{", ix.epoch())));
 }
 
 #[tokio::test]
 async fn a_resync_restarts_followers_and_refuses_older_cursors() {
     let ix = Index::new(8);
-    ix.publish(Change::Created, &entry("a", 1));
+    ix.publish(Change::Created, entry("a", 1));
     let mut live = ix.follow(None);
     ix.resync();
     let marker = live.rx.recv().await.unwrap();
@@ -77,6 +77,6 @@ async fn a_resync_restarts_followers_and_refuses_older_cursors() {
             cursor: 2
         }
     ));
-    ix.publish(Change::Updated, &entry("a", 2));
+    ix.publish(Change::Updated, entry("a", 2));
     assert_eq!(cursors(&ix.follow(Some((None, 2))).start), vec![3]);
 }
