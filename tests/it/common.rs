@@ -173,6 +173,47 @@ impl Builder {
     }
 }
 
+/// The machine, held while a test runs: alone by a test that saturates
+/// both cores (the packaging test's whole `cargo check`), shared by a test
+/// whose assertions are times (the partition test's refusal within
+/// seconds), so that the two never overlap. A file lock, so that it holds
+/// across the processes of `cargo nextest` as across the threads of
+/// `cargo test`; released when dropped.
+pub struct Machine(#[allow(dead_code)] std::fs::File);
+
+impl Machine {
+    fn file() -> std::fs::File {
+        let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("machine.lock");
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .expect("the machine's lock file")
+    }
+
+    fn flock(how: rustix::fs::FlockOperation) -> Machine {
+        let f = Machine::file();
+        loop {
+            match rustix::fs::flock(&f, how) {
+                Ok(()) => return Machine(f),
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => panic!("the machine's lock: {e}"),
+            }
+        }
+    }
+
+    /// Alone on the machine: no timed test runs meanwhile.
+    pub fn alone() -> Machine {
+        Machine::flock(rustix::fs::FlockOperation::LockExclusive)
+    }
+
+    /// Beside other tests, but not beside one that saturates the machine.
+    pub fn timed() -> Machine {
+        Machine::flock(rustix::fs::FlockOperation::LockShared)
+    }
+}
+
 /// A fresh temporary directory.
 pub fn tempdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(

@@ -184,6 +184,9 @@ async fn a_partitioned_node_refuses_and_its_readers_resume_elsewhere() {
     if !own_redis(TEST, &["redis-server"]) {
         return;
     }
+    // Its bounds are seconds: not beside a test that saturates the machine
+    // (a refusal took 5.3 s beside the packaging test's `cargo check`).
+    let _machine = crate::common::Machine::timed();
     let ns = match Netns::create() {
         Ok(ns) => ns,
         Err(e) => {
