@@ -86,12 +86,16 @@ impl TestServer {
 
     /// The Prometheus text of `/metrics`.
     pub async fn metrics(&self) -> String {
-        let r = self
-            .http
-            .get(self.url("/metrics"))
-            .send()
-            .await
-            .expect("get");
+        self.metrics_as(None).await
+    }
+
+    /// `/metrics`, as `admin` (a bearer token) where the server asks for one.
+    pub async fn metrics_as(&self, admin: Option<&str>) -> String {
+        let mut req = self.http.get(self.url("/metrics"));
+        if let Some(t) = admin {
+            req = req.bearer_auth(t);
+        }
+        let r = req.send().await.expect("get");
         assert_eq!(r.status(), 200, "GET /metrics");
         r.text().await.expect("metrics text")
     }

@@ -162,24 +162,13 @@ impl Raw {
     }
 }
 
-/// `/metrics`, as `admin` (a bearer token) where the server asks for one.
-async fn metrics(srv: &TestServer, admin: Option<&str>) -> String {
-    let mut req = srv.http.get(srv.url("/metrics"));
-    if let Some(t) = admin {
-        req = req.bearer_auth(t);
-    }
-    let r = req.send().await.unwrap();
-    assert_eq!(r.status(), 200, "GET /metrics");
-    r.text().await.unwrap()
-}
-
 /// A counter's value on `/metrics` (its sum over labels matching `labels`).
 async fn counter(srv: &TestServer, name: &str, labels: &str) -> u64 {
     counter_as(srv, None, name, labels).await
 }
 
 async fn counter_as(srv: &TestServer, admin: Option<&str>, name: &str, labels: &str) -> u64 {
-    metrics(srv, admin)
+    srv.metrics_as(admin)
         .await
         .lines()
         .filter(|l| l.starts_with(name) && l.contains(labels))
@@ -207,7 +196,7 @@ async fn until_counter_as(
             return;
         }
         if Instant::now() >= deadline {
-            let all = metrics(srv, admin).await;
+            let all = srv.metrics_as(admin).await;
             let writers: Vec<&str> = all
                 .lines()
                 .filter(|l| l.contains("shared_writer"))
