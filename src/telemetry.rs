@@ -74,10 +74,20 @@ where
     )))
 }
 
-/// Whether traces are exported: spans that only traces read (not the
-/// logs) are made only then.
+/// Whether traces are exported.
 pub fn exported() -> bool {
     ON.load(Ordering::Relaxed)
+}
+
+/// A span that only the traces read (not the logs): made only while
+/// traces are exported, else none (a span costs a few percent of a
+/// single-event POST: docs/BENCHMARKS.md).
+pub fn for_traces(make: impl FnOnce() -> tracing::Span) -> tracing::Span {
+    if exported() {
+        make()
+    } else {
+        tracing::Span::none()
+    }
 }
 
 struct Headers<'a>(&'a axum::http::HeaderMap);

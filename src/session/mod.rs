@@ -170,7 +170,8 @@ pub enum Command {
     Ingest {
         events: Vec<IncomingEvent>,
         reply: IngestReply,
-        /// The caller's span, which the append's span continues.
+        /// The caller's span, which the append's span continues (none
+        /// unless traces are exported).
         span: tracing::Span,
     },
     /// Subscribe from an optional cursor (and epoch).
@@ -299,7 +300,8 @@ impl SessionHandle {
         events: Vec<IncomingEvent>,
     ) -> Result<oneshot::Receiver<Result<IngestOutcome, SessionError>>, Vec<IncomingEvent>> {
         let (reply, rx) = oneshot::channel();
-        let span = tracing::Span::current();
+        // The append's span continues it, in the traces only.
+        let span = crate::telemetry::for_traces(tracing::Span::current);
         match self
             .tx
             .send(Command::Ingest {

@@ -46,10 +46,9 @@ impl Actor {
                 .increment(replies.len() as u64 - 1);
         }
         // One trace from the (first) request to the frames its append made;
-        // the requests appended with it are linked. Made only for the
-        // traces: the logs inside it have the actor's span, and a span
-        // costs about 4% of a single-event POST (docs/BENCHMARKS.md).
-        let append = if crate::telemetry::exported() {
+        // the requests appended with it are linked. Only for the traces:
+        // the logs inside it have the actor's span.
+        let append = crate::telemetry::for_traces(|| {
             let append = tracing::info_span!(
                 parent: &spans[0],
                 "session.append",
@@ -63,9 +62,7 @@ impl Actor {
                 append.follows_from(s);
             }
             append
-        } else {
-            tracing::Span::none()
-        };
+        });
         let done = self
             .ingest(state, &batches)
             .instrument(append.clone())
