@@ -1,5 +1,6 @@
 //! A real full disk under the embedded store (issue 12 item 6): a tmpfs of
-//! a few MiB, the free-space guard off, another file filling it. Writes fail
+//! a few MiB (room for the database and the log's halves, which grow ahead
+//! of their records), the free-space guard off, another file filling it. Writes fail
 //! with 503 and `/readyz` says so; once space is back the store reopens
 //! without a restart, writes go on, and nothing acknowledged is lost, also
 //! across a restart. Needs root to mount the tmpfs; says SKIPPED otherwise.
@@ -49,7 +50,7 @@ fn event(id: &str, bytes: usize) -> Value {
 #[tokio::test]
 async fn a_full_disk_is_survived_without_a_restart_and_loses_nothing() {
     let dir = tempdir("full-disk");
-    let Some(_fs) = Tmpfs::mount(&dir, "6m") else {
+    let Some(_fs) = Tmpfs::mount(&dir, "8m") else {
         let _ = writeln!(
             std::io::stderr(),
             "SKIPPED a_full_disk_is_survived_without_a_restart_and_loses_nothing: \

@@ -1,12 +1,13 @@
 //! The write-ahead log under crashes: a copy of the data dir taken while
 //! the store runs is what a crash leaves on disk (the database file is only
-//! written by its commits, the log only grows until it starts over).
+//! written by its commits, the log only at the end of its records until it
+//! starts over).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::wal::WAL_FILES;
+use super::wal::{logged_len, WAL_FILES};
 use super::{EmbeddedLog, EmbeddedOptions, DB_FILE};
 use crate::store::contract::{self, batch, ev};
 use crate::store::{EventLog, Retention};
@@ -55,18 +56,10 @@ fn crash_image(from: &Path, name: &str) -> PathBuf {
     to
 }
 
-/// Bytes of records in both halves of the log (each has a 24-byte header;
-/// a half the flusher is starting over may be caught empty, with none).
+/// Bytes of records in both halves of the log (past each one's 24-byte
+/// header; a half the flusher is starting over may be caught with none).
 fn logged_bytes(dir: &Path) -> u64 {
-    WAL_FILES
-        .iter()
-        .map(|f| {
-            std::fs::metadata(dir.join(f))
-                .unwrap()
-                .len()
-                .saturating_sub(24)
-        })
-        .sum()
+    WAL_FILES.iter().map(|f| logged_len(&dir.join(f))).sum()
 }
 
 /// A session the database knows, and three plain appends only logged.
