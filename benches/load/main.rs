@@ -276,14 +276,24 @@ async fn fanout(
     }
 }
 
-/// Ingest events/s: single-event POSTs from 64 clients, or NDJSON batches;
-/// with each request's latency.
-async fn ingest(server: &Server, batch: usize, total: usize) -> publish::Figures {
+/// The ingest section's request shapes: clients, events per request, the
+/// row's label, and the share of the section's events it posts. One
+/// writer is a runtime streaming tokens one POST at a time (its latency
+/// is the figure); 64 are many runtimes at once (throughput).
+const SHAPES: [(usize, usize, &str, usize); 4] = [
+    (1, 1, "one writer ", 32),
+    (64, 1, "batch     1", 1),
+    (8, 100, "batch   100", 1),
+    (8, 1000, "batch  1000", 1),
+];
+
+/// Ingest events/s: single-event POSTs or NDJSON batches from `clients`,
+/// each to its own session; with each request's latency.
+async fn ingest(server: &Server, clients: usize, batch: usize, total: usize) -> publish::Figures {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
         .build()
         .unwrap();
-    let clients = if batch == 1 { 64 } else { 8 };
     let per_client = (total / clients / batch).max(1);
     let meter = server.meter();
     let started = Instant::now();
@@ -635,14 +645,14 @@ async fn run(scale: Scale) -> Value {
         for store in ["memory", "embedded"] {
             let dir = tmp.join(format!("ingest-{store}"));
             let server = servers::projector(store, &dir, &[]);
-            for batch in [1usize, 100, 1000] {
-                let f = ingest(&server, batch, scale.ingest_events).await;
+            for (clients, batch, label, share) in SHAPES {
+                let f = ingest(&server, clients, batch, scale.ingest_events / share).await;
                 println!(
-                    "agent-projector {store:<9} batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
+                    "agent-projector {store:<9} {label}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
                     f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
                 );
                 ingest_rows.push(ingest_row(
-                    json!({"server": "agent-projector", "store": store, "batch": batch}),
+                    json!({"server": "agent-projector", "store": store, "clients": clients, "batch": batch}),
                     &f,
                 ));
             }
@@ -661,27 +671,27 @@ async fn run(scale: Scale) -> Value {
         }
         // The floor of item 3: axum parsing the body, nothing else.
         let floor = servers::ingest_floor();
-        for batch in [1usize, 100] {
-            let f = ingest(&floor, batch, scale.ingest_events).await;
+        for (clients, batch, label, share) in SHAPES.into_iter().filter(|s| s.1 <= 100) {
+            let f = ingest(&floor, clients, batch, scale.ingest_events / share).await;
             println!(
-                "floor (axum, parse only) batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
+                "floor (axum, parse only) {label}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
                 f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
             );
             ingest_rows.push(ingest_row(
-                json!({"server": "floor", "store": "none", "batch": batch}),
+                json!({"server": "floor", "store": "none", "clients": clients, "batch": batch}),
                 &f,
             ));
         }
         drop(floor);
         if let Some(a) = &anchor {
-            for batch in [1usize, 100, 1000] {
-                let f = ingest(a, batch, scale.ingest_events).await;
+            for (clients, batch, label, share) in SHAPES {
+                let f = ingest(a, clients, batch, scale.ingest_events / share).await;
                 println!(
-                    "anchor          redis     batch {batch:>5}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
+                    "anchor          redis     {label}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
                     f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
                 );
                 ingest_rows.push(ingest_row(
-                    json!({"server": "anchor", "store": "redis pub/sub", "batch": batch}),
+                    json!({"server": "anchor", "store": "redis pub/sub", "clients": clients, "batch": batch}),
                     &f,
                 ));
             }
