@@ -403,14 +403,20 @@ mod tests {
     use super::*;
     use crate::store::contract::{batch, ev};
 
-    #[test]
-    fn bytes_a_failed_write_left_never_continue_the_chain() {
+    /// A new directory for a test's log, and the path of its first half.
+    fn tmpdir(name: &str) -> (PathBuf, PathBuf) {
         let dir = std::env::temp_dir().join(format!(
-            "projector-wal-chain-{}",
+            "projector-wal-{name}-{}",
             uuid::Uuid::new_v4().simple()
         ));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join(WAL_FILES[0]);
+        (dir, file)
+    }
+
+    #[test]
+    fn bytes_a_failed_write_left_never_continue_the_chain() {
+        let (dir, file) = tmpdir("chain");
         let (b1, b2) = (batch(vec![ev(1)], None), batch(vec![ev(2)], None));
         let (mut wal, none) = Wal::open(&dir, WAL_FILES[0]).unwrap();
         assert!(none.is_empty());
@@ -441,12 +447,7 @@ mod tests {
 
     #[test]
     fn the_file_grows_ahead_of_the_records_and_a_new_generation_keeps_it() {
-        let dir = std::env::temp_dir().join(format!(
-            "projector-wal-grow-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join(WAL_FILES[0]);
+        let (dir, file) = tmpdir("grow");
         let size = || std::fs::metadata(&file).unwrap().len();
         let (b1, b2) = (batch(vec![ev(1)], None), batch(vec![ev(2)], None));
         let (mut wal, _) = Wal::open(&dir, WAL_FILES[0]).unwrap();
