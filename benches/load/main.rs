@@ -288,7 +288,8 @@ const SHAPES: [(usize, usize, &str, usize); 4] = [
 ];
 
 /// Ingest events/s: single-event POSTs or NDJSON batches from `clients`,
-/// each to its own session; with each request's latency.
+/// each to a session of its own that no other shape posts to (so no id is
+/// posted twice); with each request's latency.
 async fn ingest(server: &Server, clients: usize, batch: usize, total: usize) -> publish::Figures {
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
@@ -311,7 +312,7 @@ async fn ingest(server: &Server, clients: usize, batch: usize, total: usize) -> 
                     }
                     let t = Instant::now();
                     let r = http
-                        .post(format!("{url}/v1/sessions/ingest-{c}/events"))
+                        .post(format!("{url}/v1/sessions/ingest-{clients}x{batch}-{c}/events"))
                         .header("content-type", "application/x-ndjson")
                         .body(body)
                         .send()
