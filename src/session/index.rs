@@ -266,10 +266,8 @@ impl Index {
 
     /// Record a change of `entry`'s session and send it to the followers.
     pub fn publish(&self, change: Change, entry: SessionEntry) {
-        let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
-        ring.head += 1;
-        let ev = Arc::new(IndexEvent {
-            cursor: Some(ring.head),
+        self.record(|cursor| IndexEvent {
+            cursor: Some(cursor),
             resync: false,
             change: Some(Box::new(SessionChange {
                 change,
@@ -278,6 +276,15 @@ impl Index {
             })),
             encoded: OnceLock::new(),
         });
+        metrics::counter!("projector_index_changes_total").increment(1);
+    }
+
+    /// Give the next cursor to the event `make` makes with it, keep the
+    /// event in the ring and send it to the followers.
+    fn record(&self, make: impl FnOnce(u64) -> IndexEvent) {
+        let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        ring.head += 1;
+        let ev = Arc::new(make(ring.head));
         let gone = if ring.recent.len() == self.keep {
             ring.recent.pop_front()
         } else {
@@ -286,26 +293,20 @@ impl Index {
         ring.recent.push_back(ev.clone());
         // Sent under the lock, so that followers get changes in cursor order.
         let _ = self.tx.send(ev);
+        // The event the ring let go is freed after the lock.
         drop(ring);
         drop(gone);
-        metrics::counter!("projector_index_changes_total").increment(1);
     }
 
     /// Changes may have been missed (another node's, while this one was cut
     /// off from the shared store): followers start again from a snapshot,
     /// and no cursor from before now resumes.
     pub fn resync(&self) {
-        let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
-        ring.head += 1;
-        let mut ev = IndexEvent::reset("cursor_expired");
-        ev.cursor = Some(ring.head);
-        ev.resync = true;
-        let ev = Arc::new(ev);
-        if ring.recent.len() == self.keep {
-            ring.recent.pop_front();
-        }
-        ring.recent.push_back(ev.clone());
-        let _ = self.tx.send(ev);
+        self.record(|cursor| IndexEvent {
+            cursor: Some(cursor),
+            resync: true,
+            ..IndexEvent::reset("cursor_expired")
+        });
         metrics::counter!("projector_index_resyncs_total").increment(1);
     }
 
