@@ -10,9 +10,7 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue};
-use axum::middleware::Next;
 use axum::response::Response;
 use flate2::{Compress, FlushCompress};
 use futures_util::Stream;
@@ -45,15 +43,15 @@ pub(crate) fn accepts_gzip(headers: &HeaderMap) -> bool {
         })
 }
 
-/// Middleware: gzip an event-stream response when the client accepts it,
-/// compression is on and the budget has room.
-pub(crate) async fn event_streams(
-    State(state): State<AppState>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let wanted = state.cfg.http.compression && accepts_gzip(req.headers());
-    let mut resp = next.run(req).await;
+/// The state an event-stream response may be gzipped with: some when the
+/// client accepts gzip and compression is on.
+pub(crate) fn wanted(state: &AppState, headers: &HeaderMap) -> Option<AppState> {
+    (state.cfg.http.compression && accepts_gzip(headers)).then(|| state.clone())
+}
+
+/// Gzip an event-stream response when it was [`wanted`] and the budget has
+/// room (any event stream varies by `Accept-Encoding`).
+pub(crate) fn event_stream(wanted: Option<AppState>, mut resp: Response) -> Response {
     let is_events = resp
         .headers()
         .get(header::CONTENT_TYPE)
@@ -63,9 +61,9 @@ pub(crate) async fn event_streams(
     }
     resp.headers_mut()
         .append(header::VARY, HeaderValue::from_static("accept-encoding"));
-    if !wanted {
+    let Some(state) = wanted else {
         return resp;
-    }
+    };
     let Some(slot) = state
         .compressed_streams
         .take(state.cfg.http.compressed_streams_max)

@@ -1,7 +1,8 @@
 //! HTTP: one router per resource, merged here, with the shared layers
-//! (request id, tracing span with the session id, CORS) and the JSON/404/405
-//! fallbacks as problem+json; a last layer turns any other error response
-//! (a framework rejection) into problem+json too.
+//! (request id, tracing span with the session id, CORS, compression) and
+//! the JSON/404/405 fallbacks as problem+json; the innermost layer
+//! (`edge`) turns any other error response (a framework rejection) into
+//! problem+json too, gzips event streams and counts every request.
 
 pub mod ag_ui_gateway;
 pub mod auth;
@@ -10,6 +11,7 @@ pub mod chat_ws;
 mod compress;
 pub mod controls;
 pub mod ds;
+mod edge;
 pub mod error;
 mod extract;
 pub mod index;
@@ -142,17 +144,12 @@ pub fn router(state: AppState) -> Router {
                 "this endpoint does not accept that method",
             )
         })
-        .layer(axum::middleware::map_response(problem_for_plain_errors))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            compress::event_streams,
-        ))
+        .layer(edge::EdgeLayer::new(state.clone()))
         .layer(
             CompressionLayer::new()
                 .gzip(true)
                 .compress_when(DefaultPredicate::new().and(Enabled(state.cfg.http.compression))),
         )
-        .layer(axum::middleware::from_fn(observe::record))
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
                 let request_id = req
@@ -186,54 +183,6 @@ impl Predicate for Enabled {
     fn should_compress<B: axum::body::HttpBody>(&self, _: &axum::http::Response<B>) -> bool {
         self.0
     }
-}
-
-/// Every error the server writes is problem+json: an error response of
-/// another type (an extractor's rejection) becomes a problem with the same
-/// status, its text as the detail and a code named after the status.
-async fn problem_for_plain_errors(resp: axum::response::Response) -> axum::response::Response {
-    use axum::http::header::CONTENT_TYPE;
-    use axum::response::IntoResponse;
-    let status = resp.status();
-    let is_problem = resp
-        .headers()
-        .get(CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_problem {
-        return resp;
-    }
-    let (parts, body) = resp.into_parts();
-    let text = axum::body::to_bytes(body, 16 * 1024)
-        .await
-        .unwrap_or_default();
-    let code = match status.as_u16() {
-        400 => "bad_request",
-        404 => "not_found",
-        405 => "method_not_allowed",
-        408 => "request_timeout",
-        413 => "body_too_large",
-        415 => "unsupported_media_type",
-        426 => "upgrade_required",
-        _ if status.is_server_error() => "internal",
-        _ => "client_error",
-    };
-    let mut problem = Problem::new(
-        status,
-        code,
-        status.canonical_reason().unwrap_or("Error"),
-        String::from_utf8_lossy(&text).trim().to_string(),
-    );
-    problem.retry_after = parts
-        .headers
-        .get(axum::http::header::RETRY_AFTER)
-        .and_then(|v| v.to_str().ok()?.parse().ok());
-    let mut out = problem.into_response();
-    for (name, value) in &parts.headers {
-        if name != CONTENT_TYPE && name != axum::http::header::CONTENT_LENGTH {
-            out.headers_mut().entry(name).or_insert(value.clone());
-        }
-    }
-    out
 }
 
 /// The session id of a `/v1/sessions/{id}/...` path, for log spans.

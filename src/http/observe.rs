@@ -8,37 +8,48 @@ use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::{Method, StatusCode};
-use axum::middleware::Next;
-use axum::response::Response;
 use metrics::SharedString;
 
-pub(super) async fn record(req: Request, next: Next) -> Response {
-    // One allocation for the route, shared by both metrics' labels; the
-    // standard methods and every status are static.
-    let route: SharedString = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or(SharedString::const_str("unmatched"), |m| {
-            Arc::<str>::from(m.as_str()).into()
-        });
-    let method = method_label(req.method());
-    let start = Instant::now();
-    let resp = next.run(req).await;
-    let status = status_label(resp.status());
-    metrics::histogram!(
-        "projector_http_request_seconds",
-        "route" => route.clone(),
-        "method" => method.clone()
-    )
-    .record(start.elapsed());
-    metrics::counter!(
-        "projector_http_requests_total",
-        "route" => route,
-        "method" => method,
-        "status" => status
-    )
-    .increment(1);
-    resp
+/// A request's labels and start, taken as it comes in.
+pub(super) struct Seen {
+    route: SharedString,
+    method: SharedString,
+    start: Instant,
+}
+
+impl Seen {
+    pub(super) fn of(req: &Request) -> Self {
+        // One allocation for the route, shared by both metrics' labels; the
+        // standard methods and every status are static.
+        let route: SharedString = req
+            .extensions()
+            .get::<MatchedPath>()
+            .map_or(SharedString::const_str("unmatched"), |m| {
+                Arc::<str>::from(m.as_str()).into()
+            });
+        Seen {
+            route,
+            method: method_label(req.method()),
+            start: Instant::now(),
+        }
+    }
+
+    /// Count the request with its response's status.
+    pub(super) fn record(self, status: StatusCode) {
+        metrics::histogram!(
+            "projector_http_request_seconds",
+            "route" => self.route.clone(),
+            "method" => self.method.clone()
+        )
+        .record(self.start.elapsed());
+        metrics::counter!(
+            "projector_http_requests_total",
+            "route" => self.route,
+            "method" => self.method,
+            "status" => status_label(status)
+        )
+        .increment(1);
+    }
 }
 
 /// The method as a label: static for the standard ones.

@@ -1,0 +1,125 @@
+//! The layer every route's response passes through last before the shared
+//! layers: an error response that is not problem+json (a framework
+//! rejection) becomes one, an event stream is gzipped when the client
+//! accepts it (`compress`), and the request is counted (`observe`).
+//!
+//! One tower layer with one boxed future per request: as three axum
+//! middlewares (`from_fn`, `map_response`) each request paid, three times
+//! over, a boxed future, a boxed clone of the route and a boxed `Next`.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::extract::Request;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use tower::{Layer, Service};
+
+use super::compress;
+use super::error::Problem;
+use super::observe::Seen;
+use super::AppState;
+
+/// Wraps every route in [`Edge`].
+#[derive(Clone)]
+pub(super) struct EdgeLayer {
+    state: AppState,
+}
+
+impl EdgeLayer {
+    pub(super) fn new(state: AppState) -> Self {
+        EdgeLayer { state }
+    }
+}
+
+impl<S> Layer<S> for EdgeLayer {
+    type Service = Edge<S>;
+
+    fn layer(&self, inner: S) -> Edge<S> {
+        Edge {
+            inner,
+            state: self.state.clone(),
+        }
+    }
+}
+
+/// A route behind the edge.
+#[derive(Clone)]
+pub(super) struct Edge<S> {
+    inner: S,
+    state: AppState,
+}
+
+impl<S> Service<Request> for Edge<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        let seen = Seen::of(&req);
+        let gzip = compress::wanted(&self.state, req.headers());
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            let Ok(resp) = response.await;
+            let resp = compress::event_stream(gzip, problem_for_plain_errors(resp).await);
+            seen.record(resp.status());
+            Ok(resp)
+        })
+    }
+}
+
+/// Every error the server writes is problem+json: an error response of
+/// another type (an extractor's rejection) becomes a problem with the same
+/// status, its text as the detail and a code named after the status.
+async fn problem_for_plain_errors(resp: Response) -> Response {
+    let status = resp.status();
+    let is_problem = resp
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, 16 * 1024)
+        .await
+        .unwrap_or_default();
+    let code = match status.as_u16() {
+        400 => "bad_request",
+        404 => "not_found",
+        405 => "method_not_allowed",
+        408 => "request_timeout",
+        413 => "body_too_large",
+        415 => "unsupported_media_type",
+        426 => "upgrade_required",
+        _ if status.is_server_error() => "internal",
+        _ => "client_error",
+    };
+    let mut problem = Problem::new(
+        status,
+        code,
+        status.canonical_reason().unwrap_or("Error"),
+        String::from_utf8_lossy(&text).trim().to_string(),
+    );
+    problem.retry_after = parts
+        .headers
+        .get(axum::http::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    let mut out = problem.into_response();
+    for (name, value) in &parts.headers {
+        if name != CONTENT_TYPE && name != axum::http::header::CONTENT_LENGTH {
+            out.headers_mut().entry(name).or_insert(value.clone());
+        }
+    }
+    out
+}
