@@ -554,7 +554,11 @@ fn main() {
         Scale {
             full,
             run: Duration::from_secs(5),
-            ingest_events: 64_000,
+            // `LOAD_INGEST_EVENTS`: more for a profile long enough to read.
+            ingest_events: std::env::var("LOAD_INGEST_EVENTS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(64_000),
             idle_conns: 10_000,
             idle_sessions: 100_000,
             replay_frames: 100_000,
