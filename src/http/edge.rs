@@ -1,11 +1,18 @@
-//! The layer every route's response passes through last before the shared
-//! layers: an error response that is not problem+json (a framework
+//! The layer every route's request passes through last before its
+//! handler: the request is served in its tracing span (`http`: method,
+//! path, request id, session id; joined to the caller's trace when traces
+//! are exported), an error response that is not problem+json (a framework
 //! rejection) becomes one, an event stream is gzipped when the client
-//! accepts it (`compress`), and the request is counted (`observe`).
+//! accepts it (`compress`), and the request is counted (`observe`) and
+//! logged as tower-http's trace layer did (`debug` when finished, `error`
+//! for a server error).
 //!
-//! One tower layer with one boxed future per request: as three axum
-//! middlewares (`from_fn`, `map_response`) each request paid, three times
-//! over, a boxed future, a boxed clone of the route and a boxed `Next`.
+//! One tower layer with one boxed future per request: as tower-http's
+//! trace layer and three axum middlewares (`from_fn`, `map_response`),
+//! each request paid a boxed future, a boxed clone of the route and a
+//! boxed `Next` three times over, and a wrapper around its body. The span
+//! covers the making of the response, not the writing of a streamed body
+//! (an event stream is written by `serve::events` outside the layers).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -16,11 +23,12 @@ use axum::extract::Request;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use tower::{Layer, Service};
+use tracing::Instrument;
 
 use super::compress;
 use super::error::Problem;
 use super::observe::Seen;
-use super::AppState;
+use super::{AppState, REQUEST_ID};
 
 /// Wraps every route in [`Edge`].
 #[derive(Clone)]
@@ -66,16 +74,49 @@ where
     }
 
     fn call(&mut self, req: Request) -> Self::Future {
+        let span = span_of(&req);
         let seen = Seen::of(&req);
         let gzip = compress::wanted(&self.state, req.headers());
-        let response = self.inner.call(req);
-        Box::pin(async move {
-            let Ok(resp) = response.await;
-            let resp = compress::event_stream(gzip, problem_for_plain_errors(resp).await);
-            seen.record(resp.status());
-            Ok(resp)
-        })
+        let response = span.in_scope(|| self.inner.call(req));
+        Box::pin(
+            async move {
+                let Ok(resp) = response.await;
+                let resp = compress::event_stream(gzip, problem_for_plain_errors(resp).await);
+                let status = resp.status();
+                let latency_ms = seen.elapsed().as_secs_f64() * 1e3;
+                if status.is_server_error() {
+                    tracing::error!(status = status.as_u16(), latency_ms, "response failed");
+                } else {
+                    tracing::debug!(
+                        status = status.as_u16(),
+                        latency_ms,
+                        "finished processing request"
+                    );
+                }
+                seen.record(status);
+                Ok(resp)
+            }
+            .instrument(span),
+        )
     }
+}
+
+/// The request's span.
+fn span_of(req: &Request) -> tracing::Span {
+    let request_id = req
+        .headers()
+        .get(&REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let span = tracing::info_span!(
+        "http",
+        method = %req.method(),
+        path = %req.uri().path(),
+        request_id = %request_id,
+        session_id = %session_of(req.uri().path()),
+    );
+    crate::telemetry::join_caller(&span, req.headers());
+    span
 }
 
 /// Every error the server writes is problem+json: an error response of
@@ -122,4 +163,11 @@ async fn problem_for_plain_errors(resp: Response) -> Response {
         }
     }
     out
+}
+
+/// The session id of a `/v1/sessions/{id}/...` path, for log spans.
+fn session_of(path: &str) -> &str {
+    path.strip_prefix("/v1/sessions/")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or("")
 }

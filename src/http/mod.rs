@@ -1,8 +1,9 @@
 //! HTTP: one router per resource, merged here, with the shared layers
-//! (request id, tracing span with the session id, CORS, compression) and
-//! the JSON/404/405 fallbacks as problem+json; the innermost layer
-//! (`edge`) turns any other error response (a framework rejection) into
-//! problem+json too, gzips event streams and counts every request.
+//! (request id, CORS, compression) and the JSON/404/405 fallbacks as
+//! problem+json; the innermost layer (`edge`) serves each request in its
+//! tracing span (with the session id), turns any other error response (a
+//! framework rejection) into problem+json too, gzips event streams and
+//! counts every request.
 
 pub mod ag_ui_gateway;
 pub mod auth;
@@ -32,7 +33,7 @@ pub mod ws_upgrade;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{HeaderName, HeaderValue, Method, Request};
+use axum::http::{HeaderName, HeaderValue, Method};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
@@ -40,7 +41,6 @@ use tower_http::compression::predicate::{DefaultPredicate, Predicate};
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
 
 use crate::config::Config;
 use crate::session::Registry;
@@ -114,7 +114,7 @@ impl AppState {
     }
 }
 
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The whole API.
 pub fn router(state: AppState) -> Router {
@@ -150,25 +150,6 @@ pub fn router(state: AppState) -> Router {
                 .gzip(true)
                 .compress_when(DefaultPredicate::new().and(Enabled(state.cfg.http.compression))),
         )
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
-                let request_id = req
-                    .headers()
-                    .get(&REQUEST_ID)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("");
-                let session_id = session_of(req.uri().path());
-                let span = tracing::info_span!(
-                    "http",
-                    method = %req.method(),
-                    path = %req.uri().path(),
-                    request_id = %request_id,
-                    session_id = %session_id,
-                );
-                crate::telemetry::join_caller(&span, req.headers());
-                span
-            }),
-        )
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .layer(cors)
@@ -183,13 +164,6 @@ impl Predicate for Enabled {
     fn should_compress<B: axum::body::HttpBody>(&self, _: &axum::http::Response<B>) -> bool {
         self.0
     }
-}
-
-/// The session id of a `/v1/sessions/{id}/...` path, for log spans.
-fn session_of(path: &str) -> &str {
-    path.strip_prefix("/v1/sessions/")
-        .and_then(|rest| rest.split('/').next())
-        .unwrap_or("")
 }
 
 fn cors(origins: &[String]) -> CorsLayer {

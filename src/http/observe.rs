@@ -34,6 +34,11 @@ impl Seen {
         }
     }
 
+    /// How long the request has taken so far.
+    pub(super) fn elapsed(&self) -> std::time::Duration {
+        self.start.elapsed()
+    }
+
     /// Count the request with its response's status.
     pub(super) fn record(self, status: StatusCode) {
         metrics::histogram!(
