@@ -568,6 +568,35 @@ async fn events_log_is_paged_with_cursors() {
     assert_eq!(p["code"], "invalid_query");
 }
 
+/// With no origin allowed (the default), a cross-origin preflight gets no
+/// CORS header (the browser refuses the call) and same-origin requests
+/// work as ever.
+#[tokio::test]
+async fn no_origin_allowed_by_default() {
+    let srv = TestServer::builder().start().await;
+    let r = srv
+        .http
+        .request(reqwest::Method::OPTIONS, srv.url("/v1/sessions/s/events"))
+        .header("origin", "http://viewer.test")
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "content-type")
+        .send()
+        .await
+        .unwrap();
+    assert!(!r.status().is_success(), "{}", r.status());
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+    assert!(r.headers().get("access-control-allow-methods").is_none());
+    let r = srv
+        .http
+        .get(srv.url("/healthz"))
+        .header("origin", "http://viewer.test")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+}
+
 #[tokio::test]
 async fn metrics_health_cors_and_request_ids() {
     let srv = TestServer::builder()
