@@ -568,21 +568,25 @@ async fn events_log_is_paged_with_cursors() {
     assert_eq!(p["code"], "invalid_query");
 }
 
+/// A browser's CORS preflight from `origin` for a JSON POST of events.
+async fn preflight(srv: &TestServer, origin: &str) -> reqwest::Response {
+    srv.http
+        .request(reqwest::Method::OPTIONS, srv.url("/v1/sessions/s/events"))
+        .header("origin", origin)
+        .header("access-control-request-method", "POST")
+        .header("access-control-request-headers", "content-type")
+        .send()
+        .await
+        .unwrap()
+}
+
 /// With no origin allowed (the default), a cross-origin preflight gets no
 /// CORS header (the browser refuses the call) and same-origin requests
 /// work as ever.
 #[tokio::test]
 async fn no_origin_allowed_by_default() {
     let srv = TestServer::builder().start().await;
-    let r = srv
-        .http
-        .request(reqwest::Method::OPTIONS, srv.url("/v1/sessions/s/events"))
-        .header("origin", "http://viewer.test")
-        .header("access-control-request-method", "POST")
-        .header("access-control-request-headers", "content-type")
-        .send()
-        .await
-        .unwrap();
+    let r = preflight(&srv, "http://viewer.test").await;
     assert!(!r.status().is_success(), "{}", r.status());
     assert!(r.headers().get("access-control-allow-origin").is_none());
     assert!(r.headers().get("access-control-allow-methods").is_none());
@@ -619,15 +623,7 @@ async fn metrics_health_cors_and_request_ids() {
         assert!(text.contains(name), "{name} missing from:\n{text}");
     }
     assert!(text.contains("code=\"missing_scope_id\""));
-    let r = srv
-        .http
-        .request(reqwest::Method::OPTIONS, srv.url("/v1/sessions/s/events"))
-        .header("origin", "http://viewer.test")
-        .header("access-control-request-method", "POST")
-        .header("access-control-request-headers", "content-type")
-        .send()
-        .await
-        .unwrap();
+    let r = preflight(&srv, "http://viewer.test").await;
     assert_eq!(
         r.headers()["access-control-allow-origin"],
         "http://viewer.test"
