@@ -7,12 +7,12 @@
 //! logged as tower-http's trace layer did (`debug` when finished, `error`
 //! for a server error).
 //!
-//! One tower layer with one boxed future per request: as tower-http's
-//! trace layer and three axum middlewares (`from_fn`, `map_response`),
-//! each request paid a boxed future, a boxed clone of the route and a
-//! boxed `Next` three times over, and a wrapper around its body. The span
-//! covers the making of the response, not the writing of a streamed body
-//! (an event stream is written by `serve::events` outside the layers).
+//! One tower layer with one boxed future per request. As three axum
+//! middlewares (`from_fn`, `map_response`) each request paid a boxed
+//! future, a boxed clone of the route and a boxed `Next`, three times
+//! over, and tower-http's trace layer wrapped every body. The span covers
+//! the making of the response, not the writing of a streamed body (an
+//! event stream is written by `serve::events` outside the layers).
 
 use std::convert::Infallible;
 use std::future::Future;

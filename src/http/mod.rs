@@ -114,7 +114,7 @@ impl AppState {
     }
 }
 
-pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The whole API.
 pub fn router(state: AppState) -> Router {
