@@ -341,6 +341,33 @@ async fn ingest(server: &Server, clients: usize, batch: usize, total: usize) -> 
 
 /// An ingest row of the report: `id` (server, store, batch or window)
 /// with the figures.
+/// Run the ingest `shapes` against `server` (each its share of `events`):
+/// print each as a line of `who`, and add it to `rows` as `id` with its
+/// clients and batch.
+async fn ingest_shapes(
+    server: &Server,
+    who: &str,
+    id: Value,
+    shapes: impl IntoIterator<Item = (usize, usize, &'static str, usize)>,
+    events: usize,
+    rows: &mut Vec<Value>,
+) {
+    for (clients, batch, label, share) in shapes {
+        let f = ingest(server, clients, batch, events / share).await;
+        println!(
+            "{who} {label}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
+            f.events_per_s,
+            f.p50_ms,
+            f.p99_ms,
+            cpu_cols(&f)
+        );
+        let mut id = id.clone();
+        id["clients"] = json!(clients);
+        id["batch"] = json!(batch);
+        rows.push(ingest_row(id, &f));
+    }
+}
+
 fn ingest_row(mut id: Value, f: &publish::Figures) -> Value {
     id["events_per_s"] = json!(f.events_per_s);
     id["p50_ms"] = json!(f.p50_ms);
@@ -650,17 +677,15 @@ async fn run(scale: Scale) -> Value {
         for store in ["memory", "embedded"] {
             let dir = tmp.join(format!("ingest-{store}"));
             let server = servers::projector(store, &dir, &[]);
-            for (clients, batch, label, share) in SHAPES {
-                let f = ingest(&server, clients, batch, scale.ingest_events / share).await;
-                println!(
-                    "agent-projector {store:<9} {label}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
-                    f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
-                );
-                ingest_rows.push(ingest_row(
-                    json!({"server": "agent-projector", "store": store, "clients": clients, "batch": batch}),
-                    &f,
-                ));
-            }
+            ingest_shapes(
+                &server,
+                &format!("agent-projector {store:<9}"),
+                json!({"server": "agent-projector", "store": store}),
+                SHAPES,
+                scale.ingest_events,
+                &mut ingest_rows,
+            )
+            .await;
             // The streaming ingest: one publish stream per producer.
             for window in [1usize, 16, 256] {
                 let f = publish::publish(&server, scale.ingest_events, window).await;
@@ -676,30 +701,26 @@ async fn run(scale: Scale) -> Value {
         }
         // The floor of item 3: axum parsing the body, nothing else.
         let floor = servers::ingest_floor();
-        for (clients, batch, label, share) in SHAPES.into_iter().filter(|s| s.1 <= 100) {
-            let f = ingest(&floor, clients, batch, scale.ingest_events / share).await;
-            println!(
-                "floor (axum, parse only) {label}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
-                f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
-            );
-            ingest_rows.push(ingest_row(
-                json!({"server": "floor", "store": "none", "clients": clients, "batch": batch}),
-                &f,
-            ));
-        }
+        ingest_shapes(
+            &floor,
+            "floor (axum, parse only)",
+            json!({"server": "floor", "store": "none"}),
+            SHAPES.into_iter().filter(|s| s.1 <= 100),
+            scale.ingest_events,
+            &mut ingest_rows,
+        )
+        .await;
         drop(floor);
         if let Some(a) = &anchor {
-            for (clients, batch, label, share) in SHAPES {
-                let f = ingest(a, clients, batch, scale.ingest_events / share).await;
-                println!(
-                    "anchor          redis     {label}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
-                    f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
-                );
-                ingest_rows.push(ingest_row(
-                    json!({"server": "anchor", "store": "redis pub/sub", "clients": clients, "batch": batch}),
-                    &f,
-                ));
-            }
+            ingest_shapes(
+                a,
+                "anchor          redis    ",
+                json!({"server": "anchor", "store": "redis pub/sub"}),
+                SHAPES,
+                scale.ingest_events,
+                &mut ingest_rows,
+            )
+            .await;
         }
         report["ingest"] = json!(ingest_rows);
     }
