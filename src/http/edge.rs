@@ -83,7 +83,7 @@ where
                 let Ok(resp) = response.await;
                 let resp = compress::event_stream(gzip, problem_for_plain_errors(resp).await);
                 let status = resp.status();
-                let latency_ms = seen.elapsed().as_secs_f64() * 1e3;
+                let latency_ms = seen.record(status).as_secs_f64() * 1e3;
                 if status.is_server_error() {
                     tracing::error!(status = status.as_u16(), latency_ms, "response failed");
                 } else {
@@ -93,7 +93,6 @@ where
                         "finished processing request"
                     );
                 }
-                seen.record(status);
                 Ok(resp)
             }
             .instrument(span),

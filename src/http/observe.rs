@@ -4,7 +4,7 @@
 //! Requests no route matched are counted under the route `unmatched`.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::{Method, StatusCode};
@@ -34,19 +34,16 @@ impl Seen {
         }
     }
 
-    /// How long the request has taken so far.
-    pub(super) fn elapsed(&self) -> std::time::Duration {
-        self.start.elapsed()
-    }
-
-    /// Count the request with its response's status.
-    pub(super) fn record(self, status: StatusCode) {
+    /// Count the request with its response's status; the answer, how long
+    /// it took.
+    pub(super) fn record(self, status: StatusCode) -> Duration {
+        let took = self.start.elapsed();
         metrics::histogram!(
             "projector_http_request_seconds",
             "route" => self.route.clone(),
             "method" => self.method.clone()
         )
-        .record(self.start.elapsed());
+        .record(took);
         metrics::counter!(
             "projector_http_requests_total",
             "route" => self.route,
@@ -54,6 +51,7 @@ impl Seen {
             "status" => status_label(status)
         )
         .increment(1);
+        took
     }
 }
 
