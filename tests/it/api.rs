@@ -568,21 +568,26 @@ async fn events_log_is_paged_with_cursors() {
     assert_eq!(p["code"], "invalid_query");
 }
 
+/// A browser's CORS preflight from `http://viewer.test` for a `method`
+/// request to `path` with `headers`.
+async fn preflight(srv: &TestServer, path: &str, method: &str, headers: &str) -> reqwest::Response {
+    srv.http
+        .request(reqwest::Method::OPTIONS, srv.url(path))
+        .header("origin", "http://viewer.test")
+        .header("access-control-request-method", method)
+        .header("access-control-request-headers", headers)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// With no origin allowed (the default), preflights are still answered
 /// (the Durable Streams conformance suite asks for them, `If-None-Match`
 /// among the headers), with no origin allowed: the browser refuses.
 #[tokio::test]
 async fn preflights_are_answered_with_no_origin_allowed() {
     let srv = TestServer::builder().start().await;
-    let r = srv
-        .http
-        .request(reqwest::Method::OPTIONS, srv.url("/ds/v1/stream/a"))
-        .header("origin", "http://viewer.test")
-        .header("access-control-request-method", "GET")
-        .header("access-control-request-headers", "if-none-match")
-        .send()
-        .await
-        .unwrap();
+    let r = preflight(&srv, "/ds/v1/stream/a", "GET", "if-none-match").await;
     assert!(r.status().is_success(), "{}", r.status());
     let allowed = r.headers()["access-control-allow-headers"]
         .to_str()
@@ -613,15 +618,7 @@ async fn metrics_health_cors_and_request_ids() {
         assert!(text.contains(name), "{name} missing from:\n{text}");
     }
     assert!(text.contains("code=\"missing_scope_id\""));
-    let r = srv
-        .http
-        .request(reqwest::Method::OPTIONS, srv.url("/v1/sessions/s/events"))
-        .header("origin", "http://viewer.test")
-        .header("access-control-request-method", "POST")
-        .header("access-control-request-headers", "content-type")
-        .send()
-        .await
-        .unwrap();
+    let r = preflight(&srv, "/v1/sessions/s/events", "POST", "content-type").await;
     assert_eq!(
         r.headers()["access-control-allow-origin"],
         "http://viewer.test"
