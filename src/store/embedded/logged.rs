@@ -111,6 +111,7 @@ impl Writer {
             let cp = r.batch.checkpoint.as_ref();
             self.pending
                 .push(&r.session, &r.batch.events, cp, meta.clone());
+            self.note(&r.session, &r.batch);
             self.logged_events += r.batch.events.len();
         }
         self.logged_since.get_or_insert_with(Instant::now);

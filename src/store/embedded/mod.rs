@@ -6,6 +6,7 @@
 //! (`pending`) and at MVCC read transactions on tokio's blocking pool, and
 //! never wait for writes.
 
+mod idfilter;
 mod logged;
 mod overlay;
 mod pending;
@@ -28,6 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::{
     codec, AppendBatch, Checkpoint, EventLog, Retention, SessionMeta, StoreError, StoredEvent,
 };
+use idfilter::IdFilters;
 use pending::Pending;
 use slot::{DbSlot, Health};
 use tables::known_ids;
@@ -62,6 +64,7 @@ pub struct EmbeddedOptions {
 pub struct EmbeddedLog {
     slot: Arc<DbSlot>,
     pending: Arc<Pending>,
+    filters: Arc<IdFilters>,
     path: PathBuf,
     jobs: mpsc::Sender<Msg>,
     writer: Option<std::thread::JoinHandle<()>>,
@@ -143,6 +146,7 @@ impl EmbeddedLog {
         };
         let ([wal, spare], logged) = wal::Wal::open_pair(dir).map_err(|e| wal_err(e.into()))?;
         let pending = Arc::new(Pending::default());
+        let filters = Arc::new(IdFilters::default());
         let (jobs, rx) = mpsc::channel(4096);
         let (to_flusher, flush_jobs) = std::sync::mpsc::channel();
         let (flushed, from_flusher) = std::sync::mpsc::channel();
@@ -160,6 +164,7 @@ impl EmbeddedLog {
             from_flusher,
             flusher: None,
             pending: pending.clone(),
+            filters: filters.clone(),
             logged: Vec::new(),
             logged_events: 0,
             logged_since: None,
@@ -192,6 +197,7 @@ impl EmbeddedLog {
         Ok(EmbeddedLog {
             slot,
             pending,
+            filters,
             path,
             jobs,
             writer: Some(writer),
@@ -373,16 +379,28 @@ impl EventLog for EmbeddedLog {
         // after this is in the database's read below.
         let (logged, first) = self.pending.ids(session, ids);
         let first = first.unwrap_or(0);
-        let missing = logged.iter().filter(|c| c.is_none()).count();
-        if missing == 0 {
+        if logged.iter().all(Option::is_some) {
             return Ok(logged);
         }
-        if missing <= INLINE_LOOKUP {
+        // Then the session's filter: ids it does not hold are new.
+        let ask = match self.filters.may_hold(session, ids, &logged) {
+            Some(ask) => ask,
+            None => {
+                // Built meanwhile: this lookup reads the database.
+                drop(self.build_filter(session));
+                logged.iter().map(Option::is_none).collect()
+            }
+        };
+        let asked = ask.iter().filter(|a| **a).count();
+        if asked == 0 {
+            return Ok(logged);
+        }
+        if asked <= INLINE_LOOKUP {
             let path = &self.path;
-            return self.read_now(|r| known_ids(r, path, session, ids, logged, first));
+            return self.read_now(|r| known_ids(r, path, session, ids, logged, &ask, first));
         }
         let (session, ids, path) = (session.to_string(), ids.to_vec(), self.path.clone());
-        self.read_txn(move |r| known_ids(r, &path, &session, &ids, logged, first))
+        self.read_txn(move |r| known_ids(r, &path, &session, &ids, logged, &ask, first))
             .await
     }
 

@@ -72,6 +72,14 @@ impl Pending {
         (found, tail.map(|t| t.meta.first))
     }
 
+    /// The [`super::idfilter::hash`]es of the session's logged ids.
+    pub fn id_hashes(&self, session: &str) -> Vec<u64> {
+        let tails = self.read();
+        tails.get(session).map_or_else(Vec::new, |t| {
+            t.ids.keys().map(|id| super::idfilter::hash(id)).collect()
+        })
+    }
+
     /// The latest logged checkpoint of the session.
     pub fn checkpoint(&self, session: &str) -> Option<Checkpoint> {
         self.read().get(session)?.checkpoint.clone()

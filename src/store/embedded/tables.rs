@@ -161,21 +161,25 @@ pub(super) fn apply_logged(
 }
 
 /// The cursors of `ids` in the session: what the log holds (`logged`),
-/// else the database's index, past `first` (ids of events retention
-/// trimmed leave the index).
+/// else the database's index where `ask` says the session may hold the id
+/// (`idfilter`), past `first` (ids of events retention trimmed leave the
+/// index).
 pub(super) fn known_ids(
     r: &ReadTransaction,
     path: &Path,
     session: &str,
     ids: &[String],
     logged: Vec<Option<u64>>,
+    ask: &[bool],
     first: u64,
 ) -> Result<Vec<Option<u64>>, StoreError> {
     let t = r.open_table(IDS).map_err(|e| rerr(path)(e.into()))?;
     ids.iter()
         .zip(logged)
-        .map(|(id, logged)| match logged {
+        .zip(ask)
+        .map(|((id, logged), ask)| match logged {
             Some(c) => Ok(Some(c)),
+            None if !ask => Ok(None),
             None => t
                 .get((session, id.as_str()))
                 .map(|v| v.map(|v| v.value()).filter(|c| *c >= first))

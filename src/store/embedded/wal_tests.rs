@@ -225,3 +225,64 @@ async fn check_trimmed(log: EmbeddedLog, cp: &crate::store::Checkpoint) -> Embed
     assert_eq!(log.checkpoint("s").await.unwrap().as_ref(), Some(cp));
     log
 }
+
+/// Every acknowledged id is found, whichever way it went (committed with
+/// a new session, logged, taken by the database, deleted, reopened): the
+/// id filter only ever spares reads of ids the session does not hold.
+#[tokio::test]
+async fn the_id_filter_never_hides_an_acknowledged_id() {
+    let dir = tmpdir("idfilter");
+    let ids = |n: u64| (1..=n).map(|c| format!("e{c}")).collect::<Vec<_>>();
+    let known = |n: u64| (1..=n).map(Some).collect::<Vec<_>>();
+    {
+        let log = EmbeddedLog::open(&dir, opts(Duration::from_millis(20))).unwrap();
+        // New to the database: committed by the writer, not logged.
+        log.append("s", batch(vec![ev(1)], None)).await.unwrap();
+        log.build_filter("s").unwrap().await.unwrap();
+        let fresh = ["e1".to_string(), "new".to_string()];
+        let held = log.filters.may_hold("s", &fresh, &[None, None]).unwrap();
+        assert!(held[0], "the build read the database");
+        assert_eq!(log.lookup_ids("s", &fresh).await.unwrap(), [Some(1), None]);
+        for c in 2..=40 {
+            log.append("s", batch(vec![ev(c)], None)).await.unwrap();
+            assert_eq!(log.lookup_ids("s", &ids(c)).await.unwrap(), known(c));
+        }
+        // The database takes the log: the ids are read from it now.
+        let t0 = std::time::Instant::now();
+        while logged_bytes(&dir) > 0 {
+            assert!(t0.elapsed() < Duration::from_secs(10), "never taken");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(log.lookup_ids("s", &ids(40)).await.unwrap(), known(40));
+        // A filter registered before appends gets them as they are noted.
+        log.append("t", batch(vec![ev(1)], None)).await.unwrap();
+        let build = log.filters.start("t").unwrap();
+        log.append("t", batch(vec![ev(2)], None)).await.unwrap();
+        log.filters.finish(build, Some(Vec::new()));
+        let held = log.filters.may_hold("t", &ids(2), &[None, None]).unwrap();
+        assert!(held[1], "noted while it was built");
+        assert_eq!(log.lookup_ids("t", &ids(2)).await.unwrap()[1], Some(2));
+        // Deleted: the ids are gone, and so is the filter.
+        log.delete("s").await.unwrap();
+        assert!(log.filters.may_hold("s", &ids(1), &[None]).is_none());
+        log.build_filter("s").unwrap().await.unwrap();
+        assert_eq!(log.lookup_ids("s", &ids(2)).await.unwrap(), [None, None]);
+        // Revived: the writer commits the append (the database holds the
+        // session deleted) and notes its id in the filter built before.
+        log.append("s", batch(vec![ev(41)], None)).await.unwrap();
+        let revived = ["e41".to_string()];
+        assert_eq!(log.lookup_ids("s", &revived).await.unwrap(), [Some(41)]);
+    }
+    // Reopened: filters start empty and are built from the database.
+    let log = EmbeddedLog::open(&dir, opts(NEVER)).unwrap();
+    assert!(log.filters.may_hold("t", &ids(1), &[None]).is_none());
+    log.build_filter("t").unwrap().await.unwrap();
+    let held = log.filters.may_hold("t", &ids(2), &[None, None]).unwrap();
+    assert_eq!(held, [true, true]);
+    assert_eq!(
+        log.lookup_ids("t", &ids(3)).await.unwrap(),
+        [Some(1), Some(2), None]
+    );
+    drop(log);
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use redb::{ReadableTable, WriteTransaction};
 use tokio::sync::{mpsc, oneshot};
 
+use super::idfilter::{self, IdFilters};
 use super::pending::Pending;
 use super::slot::DbSlot;
 use super::tables::{apply_logged, remove_events, trim, Tables};
@@ -130,6 +131,9 @@ pub(super) struct Writer {
     pub flusher: Option<std::thread::JoinHandle<()>>,
     /// The readers' view of `logged`.
     pub pending: Arc<Pending>,
+    /// Which ids each session may hold: a group's are noted once readers
+    /// see them, before they are acknowledged.
+    pub filters: Arc<IdFilters>,
     /// Logged appends the database has not taken yet, in log order.
     pub logged: Vec<Record>,
     pub logged_events: usize,
@@ -291,12 +295,26 @@ impl Writer {
         if !self.logged.is_empty() {
             self.took_all();
         }
+        for (job, r) in admitted.iter().zip(&results) {
+            match (job, r) {
+                (Job::Append { session, batch, .. }, Ok(_)) => self.note(session, batch),
+                (Job::Delete { session, .. }, Ok(_)) => self.filters.forget(session),
+                (Job::Forget { session, .. }, Ok(m)) if m.deleted => self.filters.forget(session),
+                _ => {}
+            }
+        }
         metrics::histogram!("projector_store_group_jobs").record(admitted.len() as f64);
         metrics::histogram!("projector_store_commit_seconds")
             .record(started.elapsed().as_secs_f64());
         for (job, r) in admitted.into_iter().zip(results) {
             job.reply(r);
         }
+    }
+
+    /// Note the ids of an append readers now see (`idfilter`).
+    pub(super) fn note(&self, session: &str, batch: &AppendBatch) {
+        let ids = batch.events.iter().map(|e| idfilter::hash(&e.event_id));
+        self.filters.note(session, ids);
     }
 
     /// A write failed: nothing of the group was applied; the database is
