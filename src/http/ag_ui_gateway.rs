@@ -13,7 +13,6 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
 use serde_json::Value;
-use tracing::instrument;
 
 use super::auth::{Caller, Scope};
 use super::chat::{forward, record};
@@ -46,7 +45,6 @@ pub(super) fn router() -> Router<AppState> {
         (status = 502, description = "`upstream_unreachable`, `upstream_rejected` (its status), or `upstream_empty` (nothing in its answer)", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn run_agent(
     State(st): State<AppState>,
     caller: Caller,

@@ -18,7 +18,7 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::Router;
 use serde_json::Value;
-use tracing::{instrument, warn};
+use tracing::warn;
 
 use super::auth::{Caller, Scope};
 use super::error::Problem;
@@ -53,7 +53,6 @@ pub(super) fn router() -> Router<AppState> {
         (status = 504, description = "`no_answer`: without an upstream, the runtime started no assistant message within [upstream] start_timeout_secs", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all)]
 pub async fn post_chat(
     State(st): State<AppState>,
     caller: Caller,

@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use axum::extract::State;
 use axum::response::Response;
-use tracing::instrument;
 
 use super::auth::{Authenticator, Caller};
 use super::error::Problem;
@@ -44,7 +43,6 @@ const MAX_REQUESTS: usize = 16;
         (status = 426, description = "A WebSocket handshake of a version other than 13, or a connection that cannot be upgraded", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all)]
 pub async fn chat_ws(
     State(st): State<AppState>,
     caller: Result<Caller, Problem>,

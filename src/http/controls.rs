@@ -200,7 +200,6 @@ pub async fn post_action(
         (status = 503, description = "Shutting down", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn post_control(
     State(st): State<AppState>,
     caller: Caller,

@@ -12,7 +12,6 @@ use axum::routing::get;
 use axum::Router;
 use futures_util::StreamExt;
 use serde::Deserialize;
-use tracing::instrument;
 use utoipa::IntoParams;
 
 use super::auth::{Caller, Scope};
@@ -98,7 +97,6 @@ fn events(
         (status = 426, description = "A WebSocket handshake of a version other than 13 (the response has `Sec-WebSocket-Version: 13`), or a connection that cannot be upgraded", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all)]
 pub async fn index_stream(
     State(st): State<AppState>,
     caller: Caller,

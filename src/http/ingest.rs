@@ -12,7 +12,6 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde_json::Value;
-use tracing::instrument;
 
 use super::auth::{Caller, Scope};
 use super::error::{Problem, ProblemItem};
@@ -89,7 +88,6 @@ fn body_format(headers: &HeaderMap) -> Result<Incoming, Problem> {
         (status = 503, description = "Store unavailable or shutting down; nothing applied", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn post_events(
     State(st): State<AppState>,
     caller: Caller,

@@ -11,7 +11,6 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use tracing::instrument;
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Caller, Scope};
@@ -102,7 +101,6 @@ pub fn ui_message(m: &Message) -> Value {
         (status = 503, description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn get_messages(
     State(st): State<AppState>,
     caller: Caller,

@@ -12,7 +12,6 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
 use serde::Deserialize;
-use tracing::instrument;
 use utoipa::IntoParams;
 
 use super::auth::{Caller, Scope};
@@ -181,7 +180,6 @@ fn open_all(
         (status = 400, description = "No sessions, an invalid or repeated session id, too many sessions, or an invalid cursor", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all)]
 pub async fn streams_sse(
     State(st): State<AppState>,
     caller: Caller,
@@ -261,7 +259,6 @@ impl Admit for Admission {
         (status = 426, description = "A WebSocket handshake of a version other than 13 (the response has `Sec-WebSocket-Version: 13`), or a connection that cannot be upgraded", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all)]
 pub async fn streams_ws(
     State(st): State<AppState>,
     caller: Caller,

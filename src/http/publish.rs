@@ -30,7 +30,6 @@ use bytes::{Bytes, BytesMut};
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
-use tracing::instrument;
 
 use super::auth::{Caller, Scope};
 use super::error::Problem;
@@ -77,7 +76,6 @@ const APPEND_BYTES: usize = 256 * 1024;
         (status = 415, description = "Not NDJSON", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn post_publish(
     State(st): State<AppState>,
     caller: Caller,
@@ -238,7 +236,6 @@ fn merge(pending: &mut Option<Ack>, ack: Option<Ack>) {
         (status = 426, description = "A WebSocket handshake of a version other than 13", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn ws_publish(
     State(st): State<AppState>,
     caller: Caller,

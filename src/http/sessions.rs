@@ -9,7 +9,6 @@ use axum::routing::{delete, get};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use tracing::instrument;
 use utoipa::{IntoParams, ToSchema};
 
 use super::auth::{Caller, Scope};
@@ -107,7 +106,6 @@ pub struct Deleted {
         (status = 503, description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn delete_session(
     State(st): State<AppState>,
     caller: Caller,
@@ -142,7 +140,6 @@ pub async fn delete_session(
         (status = 503, description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn get_snapshot(
     State(st): State<AppState>,
     caller: Caller,
@@ -223,7 +220,6 @@ fn without_control_url(fact: &[u8]) -> Vec<u8> {
         (status = 503, description = "Store unavailable", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn get_events(
     State(st): State<AppState>,
     caller: Caller,

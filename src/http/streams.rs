@@ -155,7 +155,6 @@ pub struct AgUiQuery {
         (status = 400, description = "Invalid Last-Event-ID, cursor or session id", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn stream_ag_ui(
     State(st): State<AppState>,
     caller: Caller,
@@ -260,6 +259,7 @@ pub(super) fn ag_ui_response(
         (status = 204, description = "No assistant message is streaming, and none started in time while a turn or run was active: nothing to resume"),
     )
 )]
+// The path is not under `/v1/sessions/`: the request's span has no session id.
 #[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn resume_chat(
     State(st): State<AppState>,
@@ -392,7 +392,6 @@ fn frames(
         (status = 400, description = "Invalid cursor or session id", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn stream_sse(
     State(st): State<AppState>,
     caller: Caller,
@@ -429,7 +428,6 @@ pub async fn stream_sse(
         (status = 426, description = "A WebSocket handshake of a version other than 13 (the response has `Sec-WebSocket-Version: 13`), or a connection that cannot be upgraded", body = Problem, content_type = "application/problem+json"),
     )
 )]
-#[instrument(skip_all, fields(session_id = %session.0))]
 pub async fn stream_ws(
     State(st): State<AppState>,
     caller: Caller,
