@@ -19,7 +19,6 @@ use std::hash::BuildHasher;
 use std::sync::Mutex;
 
 use fastbloom::BloomFilter;
-
 use redb::ReadTransaction;
 
 use super::{EmbeddedLog, IDS};
