@@ -339,8 +339,6 @@ async fn ingest(server: &Server, clients: usize, batch: usize, total: usize) -> 
     }
 }
 
-/// An ingest row of the report: `id` (server, store, batch or window)
-/// with the figures.
 /// Run the ingest `shapes` against `server` (each its share of `events`):
 /// print each as a line of `who`, and add it to `rows` as `id` with its
 /// clients and batch.
@@ -368,6 +366,8 @@ async fn ingest_shapes(
     }
 }
 
+/// An ingest row of the report: `id` (server, store, batch or window)
+/// with the figures.
 fn ingest_row(mut id: Value, f: &publish::Figures) -> Value {
     id["events_per_s"] = json!(f.events_per_s);
     id["p50_ms"] = json!(f.p50_ms);

@@ -53,6 +53,15 @@ struct State {
     next_token: u64,
 }
 
+impl State {
+    /// Drop the session's filter, ready or being built.
+    fn remove(&mut self, session: &str) {
+        if let Some(Entry::Ready { bloom, .. }) = self.sessions.remove(session) {
+            self.bits -= bloom.num_bits();
+        }
+    }
+}
+
 enum Entry {
     /// Registered, being built (`token` tells this build from a later
     /// one); the ids noted meanwhile.
@@ -100,8 +109,7 @@ impl IdFilters {
     /// acknowledged).
     pub fn note(&self, session: &str, ids: impl ExactSizeIterator<Item = u64>) {
         let mut state = self.lock();
-        let State { sessions, bits, .. } = &mut *state;
-        let Some(entry) = sessions.get_mut(session) else {
+        let Some(entry) = state.sessions.get_mut(session) else {
             return;
         };
         let n = ids.len();
@@ -119,18 +127,13 @@ impl IdFilters {
             }
         };
         if full {
-            if let Some(Entry::Ready { bloom, .. }) = sessions.remove(session) {
-                *bits -= bloom.num_bits();
-            }
+            state.remove(session);
         }
     }
 
     /// Drop the session's filter (it was deleted: its ids are gone).
     pub fn forget(&self, session: &str) {
-        let mut state = self.lock();
-        if let Some(Entry::Ready { bloom, .. }) = state.sessions.remove(session) {
-            state.bits -= bloom.num_bits();
-        }
+        self.lock().remove(session);
     }
 
     /// Register a filter for the session, to be built from what it holds
@@ -170,16 +173,13 @@ impl IdFilters {
         });
         let mut state = self.lock();
         let State { sessions, bits, .. } = &mut *state;
-        let ours = matches!(
-            sessions.get(&build.session),
-            Some(Entry::Building { token, .. }) if *token == build.token
-        );
-        if !ours {
-            return;
-        }
-        let Some(Entry::Building { noted, .. }) = sessions.remove(&build.session) else {
-            return;
+        let noted = match sessions.get_mut(&build.session) {
+            Some(Entry::Building { token, noted }) if *token == build.token => {
+                std::mem::take(noted)
+            }
+            _ => return,
         };
+        sessions.remove(&build.session);
         let Some((mut bloom, mut items, room)) = made else {
             return;
         };
