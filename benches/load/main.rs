@@ -16,7 +16,9 @@
 //! fan-out's store, default `embedded`), `LOAD_REPEAT=n` (the fan-out's
 //! servers n times, alternated with the floor), `LOAD_PROJECTOR_BIN` (another
 //! build), `LOAD_BASELINE_BIN` (another build, run as "before" next to this
-//! one in the fan-out and memory sections), `LOAD_GEN_THREADS`, `LOAD_BURST=k`
+//! one in the fan-out and memory sections), `LOAD_GEN_THREADS`,
+//! `LOAD_INGEST_CLIENT=reqwest` (the ingest section through reqwest instead of
+//! `poster.rs`), `LOAD_BURST=k`
 //! (the publisher sends its events k at once at the same average rate; by
 //! default they are evenly spaced), `LOAD_BREAKDOWN=1` (the server's own ingest
 //! and delivery histograms per scenario), `LOAD_FLOOR=task,shard` (the
@@ -30,10 +32,12 @@
 mod clients;
 mod floor;
 mod ingest_floor;
+mod poster;
 mod publish;
 mod servers;
 mod soak;
 
+use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -289,12 +293,16 @@ const SHAPES: [(usize, usize, &str, usize); 4] = [
 
 /// Ingest events/s: single-event POSTs or NDJSON batches from `clients`,
 /// each to a session of its own that no other shape posts to (so no id is
-/// posted twice); with each request's latency.
+/// posted twice); with each request's latency. Each client is one
+/// keep-alive connection of `poster.rs`, or of reqwest with
+/// `LOAD_INGEST_CLIENT=reqwest`.
 async fn ingest(server: &Server, clients: usize, batch: usize, total: usize) -> publish::Figures {
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(64)
-        .build()
-        .unwrap();
+    let http = (std::env::var("LOAD_INGEST_CLIENT").as_deref() == Ok("reqwest")).then(|| {
+        reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()
+            .unwrap()
+    });
     let per_client = (total / clients / batch).max(1);
     let meter = server.meter();
     let started = Instant::now();
@@ -302,23 +310,35 @@ async fn ingest(server: &Server, clients: usize, batch: usize, total: usize) -> 
         .map(|c| {
             let (http, url) = (http.clone(), server.url());
             tokio::spawn(async move {
+                let path = format!("/v1/sessions/ingest-{clients}x{batch}-{c}/events");
+                let mut poster = poster::Poster::new(&url);
                 let mut lat = Vec::with_capacity(per_client);
+                let mut body = String::with_capacity(batch * 96);
                 for b in 0..per_client {
-                    let mut body = String::with_capacity(batch * 96);
+                    body.clear();
                     for i in 0..batch {
-                        body.push_str(&format!(
-                            "{{\"id\":\"{c}-{b}-{i}\",\"type\":\"text.delta\",\"runId\":\"r\",\"payload\":{{\"delta\":\"token \"}}}}\n"
-                        ));
+                        let _ = writeln!(
+                            body,
+                            "{{\"id\":\"{c}-{b}-{i}\",\"type\":\"text.delta\",\"runId\":\"r\",\"payload\":{{\"delta\":\"token \"}}}}"
+                        );
                     }
                     let t = Instant::now();
-                    let r = http
-                        .post(format!("{url}/v1/sessions/ingest-{clients}x{batch}-{c}/events"))
-                        .header("content-type", "application/x-ndjson")
-                        .body(body)
-                        .send()
-                        .await
-                        .expect("post");
-                    assert!(r.status().is_success(), "ingest status {}", r.status());
+                    let status = match &http {
+                        Some(http) => http
+                            .post(format!("{url}{path}"))
+                            .header("content-type", "application/x-ndjson")
+                            .body(body.clone())
+                            .send()
+                            .await
+                            .expect("post")
+                            .status()
+                            .as_u16(),
+                        None => poster
+                            .post(&path, "application/x-ndjson", &body)
+                            .await
+                            .expect("post"),
+                    };
+                    assert!((200..300).contains(&status), "ingest status {status}");
                     lat.push(t.elapsed().as_micros() as u32);
                 }
                 lat
