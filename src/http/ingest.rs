@@ -153,7 +153,7 @@ impl Batch {
     ) -> Result<IngestOutcome, SessionError> {
         let mut outcome = st.registry.ingest(session, self.events).await?;
         // From the whole body received to the events durable and published.
-        metrics::histogram!("projector_ingest_seconds").record(self.received.elapsed());
+        kept!(histogram, "projector_ingest_seconds").record(self.received.elapsed());
         outcome.warnings.extend(self.said);
         outcome.warnings.sort_by_key(|w| w.index);
         Ok(outcome)

@@ -276,7 +276,7 @@ impl Index {
             })),
             encoded: OnceLock::new(),
         });
-        metrics::counter!("projector_index_changes_total").increment(1);
+        kept!(counter, "projector_index_changes_total").increment(1);
     }
 
     /// Give the next cursor to the event `make` makes with it, keep the

@@ -42,8 +42,7 @@ impl Actor {
         let (mut batches, mut replies, mut spans) = (vec![events], vec![reply], vec![span]);
         self.gather(&mut batches, &mut replies, &mut spans);
         if replies.len() > 1 {
-            metrics::counter!("projector_ingest_coalesced_total")
-                .increment(replies.len() as u64 - 1);
+            kept!(counter, "projector_ingest_coalesced_total").increment(replies.len() as u64 - 1);
         }
         // One trace from the (first) request to the frames its append made;
         // the requests appended with it are linked. Only for the traces:
@@ -345,7 +344,7 @@ impl Actor {
                     },
                 )
                 .await?;
-            metrics::histogram!("projector_store_append_seconds").record(appending.elapsed());
+            kept!(histogram, "projector_store_append_seconds").record(appending.elapsed());
             state.since_checkpoint = if took_checkpoint {
                 0
             } else {
@@ -356,7 +355,7 @@ impl Actor {
                 // No receivers is fine: the frame is in the store.
                 self.publish(f);
             }
-            metrics::counter!("projector_frames_total").increment(accepted as u64);
+            kept!(counter, "projector_frames_total").increment(accepted as u64);
             ctx.watch.note(&self.id, listing.status.as_deref());
             let change = if created {
                 Change::Created
@@ -368,9 +367,9 @@ impl Actor {
                 SessionEntry::with_listing(&self.id, &state.meta, listing),
             );
         }
-        metrics::counter!("projector_ingest_events_total", "outcome" => "accepted")
+        kept!(counter, "projector_ingest_events_total", "outcome" => "accepted")
             .increment(accepted as u64);
-        metrics::counter!("projector_ingest_events_total", "outcome" => "duplicate")
+        kept!(counter, "projector_ingest_events_total", "outcome" => "duplicate")
             .increment((total - accepted) as u64);
         for out in outcomes.iter_mut().flatten() {
             // A request whose events were all duplicates answers the head.

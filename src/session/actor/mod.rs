@@ -135,8 +135,7 @@ impl Actor {
                 }
                 Wake::Command(Some(cmd)) => {
                     // What waits behind this command in the mailbox.
-                    metrics::histogram!("projector_actor_mailbox_depth")
-                        .record(self.rx.len() as f64);
+                    kept!(histogram, "projector_actor_mailbox_depth").record(self.rx.len() as f64);
                     deadline = Instant::now() + idle;
                     if !self.handle(&mut state, cmd).await {
                         self.leave();

@@ -116,9 +116,8 @@ impl Writer {
         }
         self.logged_since.get_or_insert_with(Instant::now);
         self.logged.extend(records);
-        metrics::histogram!("projector_store_group_jobs").record(answers.len() as f64);
-        metrics::histogram!("projector_store_commit_seconds")
-            .record(started.elapsed().as_secs_f64());
+        kept!(histogram, "projector_store_group_jobs").record(answers.len() as f64);
+        kept!(histogram, "projector_store_commit_seconds").record(started.elapsed().as_secs_f64());
         for (reply, meta) in answers {
             let _ = reply.send(Ok(meta));
         }

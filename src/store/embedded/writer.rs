@@ -159,7 +159,7 @@ impl Writer {
                 std::thread::yield_now();
             }
             // Jobs waiting behind the first one.
-            metrics::histogram!("projector_store_writer_queue_depth").record(rx.len() as f64);
+            kept!(histogram, "projector_store_writer_queue_depth").record(rx.len() as f64);
             let mut msgs = vec![first];
             while msgs.len() < MAX_GROUP {
                 match rx.try_recv() {
@@ -303,9 +303,8 @@ impl Writer {
                 _ => {}
             }
         }
-        metrics::histogram!("projector_store_group_jobs").record(admitted.len() as f64);
-        metrics::histogram!("projector_store_commit_seconds")
-            .record(started.elapsed().as_secs_f64());
+        kept!(histogram, "projector_store_group_jobs").record(admitted.len() as f64);
+        kept!(histogram, "projector_store_commit_seconds").record(started.elapsed().as_secs_f64());
         for (job, r) in admitted.into_iter().zip(results) {
             job.reply(r);
         }
