@@ -53,8 +53,51 @@ fn ip(args: &[&str]) -> Result<(), String> {
     }
 }
 
+/// Whether a run whose names carry `id` may still be going: some live
+/// process's pid ends in it.
+fn alive(id: u32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    dir.flatten().any(|e| {
+        e.file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|pid| pid % 100_000 == id)
+    })
+}
+
+/// Remove what an earlier run that did not finish left (a killed test
+/// process skips its `Drop`): its namespace, and its host-side veths, whose
+/// 10.201.x.1/24 addresses would otherwise take this run's routes.
+fn sweep() {
+    let stale = |name: &str, prefix: &str| {
+        name.strip_prefix(prefix)
+            .and_then(|id| id.parse::<u32>().ok())
+            .is_some_and(|id| !alive(id))
+    };
+    if let Ok(out) = Command::new("ip").args(["netns", "list"]).output() {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let name = line.split_whitespace().next().unwrap_or("");
+            if stale(name, "ppart") {
+                let _ = ip(&["netns", "del", name]);
+            }
+        }
+    }
+    if let Ok(out) = Command::new("ip").args(["-o", "link", "show"]).output() {
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let name = line.split(':').nth(1).unwrap_or("").trim();
+            let name = name.split('@').next().unwrap_or("");
+            if stale(name, "pp0h") || stale(name, "pp1h") {
+                let _ = ip(&["link", "del", name]);
+            }
+        }
+    }
+}
+
 impl Netns {
     fn create() -> Result<Netns, String> {
+        sweep();
         let id = std::process::id() % 100_000;
         let ns = Netns {
             name: format!("ppart{id}"),
