@@ -124,8 +124,9 @@ impl Writer {
     }
 
     /// At open: the database takes what both halves of the log hold, and
-    /// both start over (the one appends go to first, with the greater
-    /// generation).
+    /// both start over. A replay reads the halves in order of generation,
+    /// so the spare, which the appends go on to while the database takes
+    /// the first half, has the greater one.
     pub(super) fn replay(&mut self, records: &[Record]) -> Result<(), String> {
         if !records.is_empty() {
             let db = self.slot.writable().map_err(|e| e.to_string())?;
@@ -139,8 +140,8 @@ impl Writer {
         }
         let start = self.wal.gen().max(self.spare.as_ref().map_or(0, Wal::gen)) + 1;
         let spare = self.spare.as_mut().ok_or("no spare half")?;
-        spare.reset(start).map_err(|e| e.to_string())?;
-        self.wal.reset(start + 1).map_err(|e| e.to_string())?;
+        spare.reset(start + 1).map_err(|e| e.to_string())?;
+        self.wal.reset(start).map_err(|e| e.to_string())?;
         self.next_gen = start + 2;
         Ok(())
     }
@@ -155,13 +156,25 @@ impl Writer {
         if self.spare_holds {
             return self.commit_group(Vec::new());
         }
-        let Some(spare) = self.spare.take() else {
+        let Some(mut spare) = self.spare.take() else {
             // One flush at a time; past four times the usual size, wait.
             if self.logged_events >= 4 * FLUSH_EVENTS {
                 self.await_flush();
             }
             return;
         };
+        // A replay reads the halves in order of generation: the half the
+        // appends go on to must come after the one the database takes, or
+        // a crash before the database has it replays the newer appends
+        // first. The spare holds nothing the database lacks: start it over.
+        if spare.gen() <= self.wal.gen() {
+            if let Err(e) = spare.reset(self.next_gen) {
+                tracing::error!(path = %spare.path().display(), error = %e, "write-ahead log could not start over");
+                self.spare = Some(spare);
+                return self.commit_group(Vec::new());
+            }
+            self.next_gen += 1;
+        }
         let full = std::mem::replace(&mut self.wal, spare);
         let job = FlushJob {
             records: std::mem::take(&mut self.logged),
