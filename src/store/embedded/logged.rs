@@ -168,12 +168,14 @@ impl Writer {
         // a crash before the database has it replays the newer appends
         // first. The spare holds nothing the database lacks: start it over.
         if spare.gen() <= self.wal.gen() {
-            if let Err(e) = spare.reset(self.next_gen) {
+            // The generation is spent even if starting over fails (the
+            // half keeps it, stale, and starts over before it takes more).
+            self.next_gen += 1;
+            if let Err(e) = spare.reset(self.next_gen - 1) {
                 tracing::error!(path = %spare.path().display(), error = %e, "write-ahead log could not start over");
                 self.spare = Some(spare);
                 return self.commit_group(Vec::new());
             }
-            self.next_gen += 1;
         }
         let full = std::mem::replace(&mut self.wal, spare);
         let job = FlushJob {
