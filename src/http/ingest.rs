@@ -7,7 +7,8 @@
 //! applies it as it arrives.
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -92,10 +93,11 @@ pub async fn post_events(
     State(st): State<AppState>,
     caller: Caller,
     session: SessionId,
-    headers: HeaderMap,
-    body: Body,
+    req: Request,
 ) -> Result<Json<IngestOutcome>, Problem> {
     caller.require(Scope::Publish, Some(&session.0))?;
+    // The request's own headers (the `HeaderMap` extractor clones them).
+    let (Parts { headers, .. }, body) = req.into_parts();
     let format = match body_format(&headers)? {
         Incoming::Batch(f) => f,
         Incoming::UiStream => {

@@ -37,10 +37,13 @@ use axum::http::{HeaderName, HeaderValue, Method};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
-use tower_http::compression::predicate::{DefaultPredicate, Predicate};
-use tower_http::compression::CompressionLayer;
-use tower_http::cors::{AllowOrigin, Any, CorsLayer};
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower::ServiceBuilder;
+use tower_http::compression::predicate::{And, DefaultPredicate, Predicate};
+use tower_http::compression::{Compression, CompressionLayer};
+use tower_http::cors::{AllowOrigin, Any, Cors, CorsLayer};
+use tower_http::request_id::{
+    MakeRequestUuid, PropagateRequestId, PropagateRequestIdLayer, SetRequestId, SetRequestIdLayer,
+};
 
 use crate::config::Config;
 use crate::session::Registry;
@@ -116,10 +119,26 @@ impl AppState {
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
+/// The whole API as the server runs it: the routes, each behind the
+/// `edge` layer (which needs the route matched), inside the layers every
+/// request passes once (CORS, request id, compression).
+///
+/// Those layers wrap the router, not each route: layered on the router
+/// (`Router::layer`) they were part of every route's boxed service, which
+/// a request clones, so that each request boxed and cloned the whole stack
+/// (the CORS lists with it) four times over. Around the router a request
+/// clones them once, with the connection's service.
+pub type App = Cors<
+    SetRequestId<
+        PropagateRequestId<Compression<Router, And<DefaultPredicate, Enabled>>>,
+        MakeRequestUuid,
+    >,
+>;
+
 /// The whole API.
-pub fn router(state: AppState) -> Router {
+pub fn router(state: AppState) -> App {
     let cors = cors(&state.cfg.http.cors_allowed_origins);
-    Router::new()
+    let routes = Router::new()
         .merge(ingest::router())
         .merge(publish::router())
         .merge(sessions::router())
@@ -144,21 +163,21 @@ pub fn router(state: AppState) -> Router {
                 "this endpoint does not accept that method",
             )
         })
-        .layer(edge::EdgeLayer::new(state.clone()))
-        .layer(
-            CompressionLayer::new()
-                .gzip(true)
-                .compress_when(DefaultPredicate::new().and(Enabled(state.cfg.http.compression))),
-        )
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(edge::EdgeLayer::new(state.clone()));
+    let compression = CompressionLayer::new()
+        .gzip(true)
+        .compress_when(DefaultPredicate::new().and(Enabled(state.cfg.http.compression)));
+    ServiceBuilder::new()
         .layer(cors)
-        .with_state(state)
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(compression)
+        .service(routes.with_state(state))
 }
 
 /// Compression predicate: on or off by `http.compression`.
 #[derive(Clone, Copy)]
-struct Enabled(bool);
+pub struct Enabled(bool);
 
 impl Predicate for Enabled {
     fn should_compress<B: axum::body::HttpBody>(&self, _: &axum::http::Response<B>) -> bool {
@@ -199,10 +218,13 @@ fn cors(origins: &[String]) -> CorsLayer {
     if origins.iter().any(|o| o == "*") {
         layer.allow_origin(Any)
     } else {
-        let list: Vec<HeaderValue> = origins
+        // Shared, not a list: the layer is cloned with every request.
+        let list: Arc<[HeaderValue]> = origins
             .iter()
             .filter_map(|o| HeaderValue::from_str(o).ok())
             .collect();
-        layer.allow_origin(AllowOrigin::list(list))
+        layer.allow_origin(AllowOrigin::predicate(move |origin, _| {
+            list.contains(origin)
+        }))
     }
 }

@@ -3,33 +3,41 @@
 //! method: the time to the response head; a stream's life is not in it).
 //! Requests no route matched are counted under the route `unmatched`.
 
-use std::sync::Arc;
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::{Method, StatusCode};
-use metrics::SharedString;
+use dashmap::DashMap;
+use metrics::{Counter, Histogram, SharedString};
 
-/// A request's labels and start, taken as it comes in.
+/// A request's route, method and start, taken as it comes in.
 pub(super) struct Seen {
-    route: SharedString,
-    method: SharedString,
+    /// The route's template (shared with the request's own).
+    route: Option<MatchedPath>,
+    method: Method,
     start: Instant,
 }
 
+/// The metrics of one route, method and status.
+struct Handles {
+    method: Method,
+    status: u16,
+    seconds: Histogram,
+    requests: Counter,
+}
+
+/// The handles of each route's metrics, by route template, taken from the
+/// recorder the first time a route answers with a method and a status:
+/// the recorder finds a handle by its labels, which it builds, hashes and
+/// compares at every call.
+static HANDLES: LazyLock<DashMap<Box<str>, Vec<Handles>>> = LazyLock::new(DashMap::new);
+
 impl Seen {
     pub(super) fn of(req: &Request) -> Self {
-        // One allocation for the route, shared by both metrics' labels; the
-        // standard methods and every status are static.
-        let route: SharedString = req
-            .extensions()
-            .get::<MatchedPath>()
-            .map_or(SharedString::const_str("unmatched"), |m| {
-                Arc::<str>::from(m.as_str()).into()
-            });
         Seen {
-            route,
-            method: method_label(req.method()),
+            route: req.extensions().get::<MatchedPath>().cloned(),
+            method: req.method().clone(),
             start: Instant::now(),
         }
     }
@@ -38,19 +46,40 @@ impl Seen {
     /// it took.
     pub(super) fn record(self, status: StatusCode) -> Duration {
         let took = self.start.elapsed();
-        metrics::histogram!(
-            "projector_http_request_seconds",
-            "route" => self.route.clone(),
-            "method" => self.method.clone()
-        )
-        .record(took);
-        metrics::counter!(
-            "projector_http_requests_total",
-            "route" => self.route,
-            "method" => self.method,
-            "status" => status_label(status)
-        )
-        .increment(1);
+        let route = self.route.as_ref().map_or("unmatched", MatchedPath::as_str);
+        let code = status.as_u16();
+        let known = |list: &[Handles]| {
+            list.iter()
+                .find(|h| h.status == code && h.method == self.method)
+                .map(|h| {
+                    h.seconds.record(took);
+                    h.requests.increment(1);
+                })
+        };
+        if HANDLES.get(route).and_then(|l| known(&l)).is_some() {
+            return took;
+        }
+        crate::metrics_handle();
+        let route_label: SharedString = route.to_string().into();
+        let method = method_label(&self.method);
+        let h = Handles {
+            seconds: metrics::histogram!(
+                "projector_http_request_seconds",
+                "route" => route_label.clone(),
+                "method" => method.clone()
+            ),
+            requests: metrics::counter!(
+                "projector_http_requests_total",
+                "route" => route_label,
+                "method" => method,
+                "status" => status_label(status)
+            ),
+            method: self.method,
+            status: code,
+        };
+        h.seconds.record(took);
+        h.requests.increment(1);
+        HANDLES.entry(route.into()).or_default().push(h);
         took
     }
 }

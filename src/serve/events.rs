@@ -28,7 +28,6 @@ use std::task::{ready, Context, Poll};
 
 use axum::body::{Body, HttpBody};
 use axum::http::{header, Request, Response, StatusCode, Version};
-use axum::Router;
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::StreamExt;
 use tokio::io::AsyncWriteExt;
@@ -39,9 +38,10 @@ use crate::stream::shard::{chunk, chunk_size_line, Seat, Shardable};
 use crate::stream::sse::{Direct, DirectStream, COALESCE};
 
 /// Answer `req` on `io` and close.
-pub async fn serve(io: TcpStream, req: Request<Body>, app: Router) {
+pub async fn serve(io: TcpStream, req: Request<Body>, app: crate::http::App) {
     let http10 = req.version() == Version::HTTP_10;
     let Ok(resp) = app.oneshot(req).await;
+    let resp = resp.map(Body::new);
     let io = Arc::new(io);
     let _ = respond(&io, resp, http10).await;
     // A writer that had the socket let go of it with the response.

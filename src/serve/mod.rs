@@ -19,7 +19,7 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serve `app` on `listener` until `shutdown`, then finish the requests in
 /// flight (streams end on `shutdown` themselves) and return.
-pub async fn http1(listener: TcpListener, app: axum::Router, shutdown: CancellationToken) {
+pub async fn http1(listener: TcpListener, app: crate::http::App, shutdown: CancellationToken) {
     use hyper_util::rt::{TokioIo, TokioTimer};
     use hyper_util::service::TowerToHyperService;
 
