@@ -72,6 +72,30 @@ async fn metrics_hold_route_counts_latency_histograms_and_queue_depths() {
         !text.contains("route=\"/v1/sessions/obs"),
         "no raw paths as labels"
     );
+    // A route's next requests count on the handles its first one took.
+    let posts = |text: &str| -> f64 {
+        let line = text
+            .lines()
+            .find(|l| {
+                l.starts_with("projector_http_requests_total{")
+                    && l.contains("route=\"/v1/sessions/{session_id}/events\"")
+                    && l.contains("method=\"POST\"")
+                    && l.contains("status=\"200\"")
+            })
+            .unwrap_or_else(|| panic!("no POST count in:\n{text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let before = posts(&text);
+    for _ in 0..2 {
+        let (st, _) = srv
+            .post(
+                "obs",
+                &json!({"type": "text.delta", "runId": "r", "payload": {"delta": "!"}}),
+            )
+            .await;
+        assert_eq!(st, 200);
+    }
+    assert!(posts(&srv.metrics().await) >= before + 2.0);
 }
 
 /// Every metric the Grafana dashboard in docs/ reads is one the server
