@@ -13,6 +13,13 @@ fn has_histogram(text: &str, name: &str) -> bool {
         && text.contains(&format!("{name}_count"))
 }
 
+/// The `projector_http_requests_total` line with every one of `parts`.
+fn requests_line<'a>(text: &'a str, parts: &[&str]) -> Option<&'a str> {
+    text.lines().find(|l| {
+        l.starts_with("projector_http_requests_total{") && parts.iter().all(|p| l.contains(p))
+    })
+}
+
 #[tokio::test]
 async fn metrics_hold_route_counts_latency_histograms_and_queue_depths() {
     let srv = TestServer::builder()
@@ -50,11 +57,7 @@ async fn metrics_hold_route_counts_latency_histograms_and_queue_depths() {
     }
     // Counted by route template, never by the raw path (no label per session).
     // (The recorder is the process's: other tests' requests are in it too.)
-    let counted = |parts: &[&str]| {
-        text.lines().any(|l| {
-            l.starts_with("projector_http_requests_total{") && parts.iter().all(|p| l.contains(p))
-        })
-    };
+    let counted = |parts: &[&str]| requests_line(&text, parts).is_some();
     assert!(
         counted(&[
             "route=\"/v1/sessions/{session_id}/events\"",
@@ -74,15 +77,13 @@ async fn metrics_hold_route_counts_latency_histograms_and_queue_depths() {
     );
     // A route's next requests count on the handles its first one took.
     let posts = |text: &str| -> f64 {
-        let line = text
-            .lines()
-            .find(|l| {
-                l.starts_with("projector_http_requests_total{")
-                    && l.contains("route=\"/v1/sessions/{session_id}/events\"")
-                    && l.contains("method=\"POST\"")
-                    && l.contains("status=\"200\"")
-            })
-            .unwrap_or_else(|| panic!("no POST count in:\n{text}"));
+        let post_200 = [
+            "route=\"/v1/sessions/{session_id}/events\"",
+            "method=\"POST\"",
+            "status=\"200\"",
+        ];
+        let line =
+            requests_line(text, &post_200).unwrap_or_else(|| panic!("no POST count in:\n{text}"));
         line.rsplit(' ').next().unwrap().parse().unwrap()
     };
     let before = posts(&text);

@@ -171,8 +171,7 @@ impl Writer {
             // The generation is spent even if starting over fails (the
             // half keeps it, stale, and starts over before it takes more).
             self.next_gen += 1;
-            if let Err(e) = spare.reset(self.next_gen - 1) {
-                tracing::error!(path = %spare.path().display(), error = %e, "write-ahead log could not start over");
+            if !spare.start_over(self.next_gen - 1) {
                 self.spare = Some(spare);
                 return self.commit_group(Vec::new());
             }
@@ -240,11 +239,7 @@ impl Writer {
             halves.extend(self.spare.as_mut());
         }
         for wal in halves {
-            // On failure the half keeps records the database holds (a replay
-            // skips them) and refuses writes until it starts over.
-            if let Err(e) = wal.reset(self.next_gen) {
-                tracing::error!(path = %wal.path().display(), error = %e, "write-ahead log could not start over");
-            }
+            wal.start_over(self.next_gen);
             self.next_gen += 1;
         }
         self.spare_holds = false;
@@ -279,9 +274,7 @@ pub(super) fn flusher(
             Ok(_) => {
                 metrics::histogram!("projector_store_flush_seconds")
                     .record(started.elapsed().as_secs_f64());
-                if let Err(e) = wal.reset(gen) {
-                    tracing::error!(path = %wal.path().display(), error = %e, "write-ahead log could not start over");
-                }
+                wal.start_over(gen);
             }
             Err(e) => {
                 tracing::error!(error = %e, "embedded store could not take its write-ahead log");

@@ -218,6 +218,19 @@ impl Wal {
         Ok(())
     }
 
+    /// [`Wal::reset`], with a failure said in the log: whether it started
+    /// over. A half that could not keeps what it held (records the
+    /// database has, which a replay skips) and refuses writes until it
+    /// starts over.
+    pub fn start_over(&mut self, gen: u64) -> bool {
+        let e = match self.reset(gen) {
+            Ok(()) => return true,
+            Err(e) => e,
+        };
+        tracing::error!(path = %self.path().display(), error = %e, "write-ahead log could not start over");
+        false
+    }
+
     /// Start a new generation, empty: called once the database holds every
     /// record durably. A crash before this is durable replays records the
     /// database already has, which replay skips.
