@@ -8,6 +8,7 @@
 mod events;
 mod head;
 mod rewind;
+mod stop;
 
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ pub async fn http1(listener: TcpListener, app: crate::http::App, shutdown: Cance
     use hyper_util::service::TowerToHyperService;
 
     let connections = tokio_util::task::TaskTracker::new();
+    let stops = stop::Shutdown::default();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(HEAD_TIMEOUT)
@@ -45,13 +47,12 @@ pub async fn http1(listener: TcpListener, app: crate::http::App, shutdown: Cance
         let _ = stream.set_nodelay(true);
         let app = app.clone();
         let http = http.clone();
-        // A child token per connection: its task polls the token at every
-        // wake, and a shared token's waiter list is one lock for all.
-        let stop = shutdown.child_token();
+        // Polled at every wake of the connection's task.
+        let mut stop = stops.watch();
         connections.spawn(async move {
             let first = tokio::select! {
                 h = head::read(&mut stream, HEAD_TIMEOUT) => h,
-                _ = stop.cancelled() => return,
+                _ = &mut stop => return,
             };
             let prefix = match first {
                 head::Head::Closed => return,
@@ -65,7 +66,7 @@ pub async fn http1(listener: TcpListener, app: crate::http::App, shutdown: Cance
             let mut conn = std::pin::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => {}
-                _ = stop.cancelled() => {
+                _ = &mut stop => {
                     // Finish the request in flight, then close (no keep-alive).
                     conn.as_mut().graceful_shutdown();
                     let _ = conn.await;
@@ -74,6 +75,7 @@ pub async fn http1(listener: TcpListener, app: crate::http::App, shutdown: Cance
         });
     }
     drop(listener);
+    stops.stop();
     connections.close();
     connections.wait().await;
 }
