@@ -68,55 +68,90 @@ pub fn unsafe_ref(r: &str) -> Option<&'static str> {
 /// The replacement value.
 pub const REDACTED: &str = "[REDACTED]";
 
-fn words(key: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
+/// The last two words of a key (split on `_`, `-`, `.`, spaces and
+/// camelCase), the last one second, as slices of the key: read for every key
+/// of every event, so nothing is allocated.
+fn last_words(key: &str) -> (Option<&str>, Option<&str>) {
+    let (mut before, mut last) = (None, None);
+    let mut start: Option<usize> = None;
     let mut prev_lower = false;
-    for ch in key.chars() {
+    let mut end_word = |from: usize, to: usize| {
+        before = last.replace(&key[from..to]);
+    };
+    for (i, ch) in key.char_indices() {
         if ch == '_' || ch == '-' || ch == '.' || ch == ' ' {
-            if !cur.is_empty() {
-                out.push(std::mem::take(&mut cur));
+            if let Some(from) = start.take() {
+                end_word(from, i);
             }
             prev_lower = false;
             continue;
         }
-        if ch.is_uppercase() && prev_lower && !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
+        if ch.is_uppercase() && prev_lower {
+            if let Some(from) = start.take() {
+                end_word(from, i);
+            }
         }
+        start.get_or_insert(i);
         prev_lower = ch.is_lowercase() || ch.is_ascii_digit();
-        cur.extend(ch.to_lowercase());
     }
-    if !cur.is_empty() {
-        out.push(cur);
+    if let Some(from) = start {
+        end_word(from, key.len());
     }
-    out
+    (before, last)
+}
+
+/// Whether a word, lowercased, is one of `names` (all lowercase ASCII).
+fn word_is(word: Option<&str>, names: &[&str]) -> bool {
+    let Some(word) = word else {
+        return false;
+    };
+    if word.is_ascii() {
+        return names.iter().any(|n| word.eq_ignore_ascii_case(n));
+    }
+    // Some non-ASCII letters lowercase to ASCII ones (the Kelvin sign to `k`).
+    let lower = word.to_lowercase();
+    names.contains(&lower.as_str())
 }
 
 /// True when a key names a credential.
 pub fn is_secret_key(key: &str) -> bool {
-    let w = words(key);
-    let Some(last) = w.last() else {
-        return false;
-    };
-    if matches!(
-        last.as_str(),
-        "token"
-            | "secret"
-            | "password"
-            | "passwd"
-            | "authorization"
-            | "credential"
-            | "credentials"
-            | "apikey"
-            | "cookie"
-    ) {
-        return true;
+    let (before, last) = last_words(key);
+    const LAST: &[&str] = &[
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "authorization",
+        "credential",
+        "credentials",
+        "apikey",
+        "cookie",
+    ];
+    word_is(last, LAST)
+        || (word_is(last, &["key"]) && word_is(before, &["api", "private", "access", "secret"]))
+}
+
+/// Append `key` to a JSON pointer `path` as one segment (`~` and `/`
+/// escaped as `~0` and `~1`).
+pub fn push_segment(path: &mut String, key: &str) {
+    path.push('/');
+    if !key.contains(['~', '/']) {
+        path.push_str(key);
+        return;
     }
-    if last == "key" && w.len() >= 2 {
-        let prev = w[w.len() - 2].as_str();
-        return matches!(prev, "api" | "private" | "access" | "secret");
+    for ch in key.chars() {
+        match ch {
+            '~' => path.push_str("~0"),
+            '/' => path.push_str("~1"),
+            c => path.push(c),
+        }
     }
-    false
+}
+
+/// Append an array index to a JSON pointer `path` as one segment.
+pub fn push_index(path: &mut String, i: usize) {
+    path.push('/');
+    path.push_str(itoa::Buffer::new().format(i));
 }
 
 /// Redact credential-like keys in place, recursively (arrays too). Returns
@@ -124,26 +159,32 @@ pub fn is_secret_key(key: &str) -> bool {
 /// under `base`.
 pub fn redact(value: &mut Value, base: &str) -> Vec<String> {
     let mut hits = Vec::new();
-    walk(value, base, &mut hits);
+    walk(value, &mut base.to_string(), &mut hits);
     hits
 }
 
-fn walk(value: &mut Value, path: &str, hits: &mut Vec<String>) {
+/// `path` is where `value` is; each segment is pushed on the way down and
+/// taken off on the way back (a string is made only for a hit).
+fn walk(value: &mut Value, path: &mut String, hits: &mut Vec<String>) {
+    let len = path.len();
     match value {
         Value::Object(map) => {
             for (k, v) in map.iter_mut() {
-                let p = format!("{path}/{}", k.replace('~', "~0").replace('/', "~1"));
+                push_segment(path, k);
                 if is_secret_key(k) && !v.is_null() && v.as_str() != Some(REDACTED) {
                     *v = Value::String(REDACTED.to_string());
-                    hits.push(p);
+                    hits.push(path.clone());
                 } else {
-                    walk(v, &p, hits);
+                    walk(v, path, hits);
                 }
+                path.truncate(len);
             }
         }
         Value::Array(items) => {
             for (i, v) in items.iter_mut().enumerate() {
-                walk(v, &format!("{path}/{i}"), hits);
+                push_index(path, i);
+                walk(v, path, hits);
+                path.truncate(len);
             }
         }
         _ => {}
@@ -152,10 +193,9 @@ fn walk(value: &mut Value, path: &str, hits: &mut Vec<String>) {
 
 /// True for keys that hold refs: `*Ref`, `*Refs`, `*Url`, `*Uri`, `url`, `uri`.
 fn is_ref_key(key: &str) -> bool {
-    let w = words(key);
-    matches!(
-        w.last().map(String::as_str),
-        Some("ref" | "refs" | "url" | "urls" | "uri" | "uris" | "href")
+    word_is(
+        last_words(key).1,
+        &["ref", "refs", "url", "urls", "uri", "uris", "href"],
     )
 }
 
@@ -164,40 +204,44 @@ fn is_ref_key(key: &str) -> bool {
 /// (array elements) or nulled (object values). Returns the paths dropped.
 pub fn drop_unsafe_refs(v: &mut Value, base: &str, all_strings: bool) -> Vec<String> {
     let mut hits = Vec::new();
-    walk_refs(v, base, all_strings, &mut hits);
+    walk_refs(v, &mut base.to_string(), all_strings, &mut hits);
     hits
 }
 
-fn walk_refs(v: &mut Value, path: &str, here: bool, hits: &mut Vec<String>) {
+fn walk_refs(v: &mut Value, path: &mut String, here: bool, hits: &mut Vec<String>) {
+    let len = path.len();
     match v {
         Value::Object(map) => {
             for (k, val) in map.iter_mut() {
-                let p = format!("{path}/{}", k.replace('~', "~0").replace('/', "~1"));
+                push_segment(path, k);
                 let refy = here || is_ref_key(k);
                 match val {
                     Value::String(s) if refy && unsafe_ref(s).is_some() => {
                         *val = Value::Null;
-                        hits.push(p);
+                        hits.push(path.clone());
                     }
-                    _ => walk_refs(val, &p, refy, hits),
+                    _ => walk_refs(val, path, refy, hits),
                 }
+                path.truncate(len);
             }
         }
         Value::Array(items) => {
             let mut idx = 0;
             items.retain_mut(|it| {
-                let p = format!("{path}/{idx}");
+                push_index(path, idx);
                 idx += 1;
-                match it {
+                let keep = match it {
                     Value::String(s) if here && unsafe_ref(s).is_some() => {
-                        hits.push(p);
+                        hits.push(path.clone());
                         false
                     }
                     _ => {
-                        walk_refs(it, &p, here, hits);
+                        walk_refs(it, path, here, hits);
                         true
                     }
-                }
+                };
+                path.truncate(len);
+                keep
             });
         }
         _ => {}
@@ -208,6 +252,74 @@ fn walk_refs(v: &mut Value, path: &str, here: bool, hits: &mut Vec<String>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The words as a key was split before [`last_words`]: every word,
+    /// lowercased.
+    fn words(key: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut cur = String::new();
+        let mut prev_lower = false;
+        for ch in key.chars() {
+            if ch == '_' || ch == '-' || ch == '.' || ch == ' ' {
+                if !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+                prev_lower = false;
+                continue;
+            }
+            if ch.is_uppercase() && prev_lower && !cur.is_empty() {
+                out.push(std::mem::take(&mut cur));
+            }
+            prev_lower = ch.is_lowercase() || ch.is_ascii_digit();
+            cur.extend(ch.to_lowercase());
+        }
+        if !cur.is_empty() {
+            out.push(cur);
+        }
+        out
+    }
+
+    #[test]
+    fn last_words_are_the_last_two_of_the_split() {
+        for k in [
+            "",
+            "_",
+            "a",
+            "apiKey",
+            "API-KEY",
+            "aws_secret_key",
+            "x__y--z",
+            "tokenCount",
+            "HTTPHeader",
+            "a1B2c3",
+            "ÉtéKey",
+            "straßeToken",
+            "\u{212A}ey",
+            "api \u{212A}ey",
+            "private.key.",
+            "..",
+            "Ωmega_url",
+            "mixedCASEWord_ref",
+        ] {
+            let w = words(k);
+            let n = w.len();
+            let (before, last) = last_words(k);
+            let low = |s: Option<&str>| s.map(str::to_lowercase);
+            assert_eq!(low(last), w.last().cloned(), "{k:?}");
+            assert_eq!(low(before), (n >= 2).then(|| w[n - 2].clone()), "{k:?}");
+        }
+        // The Kelvin sign lowercases to an ASCII `k`: still a key.
+        assert!(is_secret_key("api_\u{212A}ey"));
+    }
+
+    #[test]
+    fn segments_are_escaped_as_json_pointers() {
+        let mut p = String::from("/payload");
+        push_segment(&mut p, "a/b~c");
+        push_index(&mut p, 12);
+        push_segment(&mut p, "plain");
+        assert_eq!(p, "/payload/a~1b~0c/12/plain");
+    }
 
     #[test]
     fn tightened_rule() {

@@ -37,15 +37,14 @@ pub(super) fn check_shape(
         )),
         Value::Array(items) => items.iter().enumerate().find_map(|(i, it)| {
             let len = path.len();
-            path.push_str(&format!("/{i}"));
+            redact::push_index(path, i);
             let r = check_shape(it, path, depth + 1, limits);
             path.truncate(len);
             r
         }),
         Value::Object(m) => m.iter().find_map(|(k, it)| {
             let len = path.len();
-            path.push('/');
-            path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+            redact::push_segment(path, k);
             let r = long(k.len(), path).or_else(|| check_shape(it, path, depth + 1, limits));
             path.truncate(len);
             r
@@ -116,6 +115,22 @@ pub(super) fn drop_unsafe_refs(obj: &mut Map<String, Value>) -> Vec<Issue> {
         .collect()
 }
 
+/// The length of `v` encoded as JSON, counted without keeping the bytes.
+fn encoded_len(v: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    serde_json::to_writer(&mut n, v).map_or(0, |()| n.0)
+}
+
 /// `large_payload_inline`: a warning over the inline limit, an error over
 /// the hard one.
 pub(super) fn check_payload_size(
@@ -124,7 +139,7 @@ pub(super) fn check_payload_size(
     errors: &mut Vec<Issue>,
     warnings: &mut Vec<Issue>,
 ) {
-    let len = serde_json::to_vec(payload).map(|v| v.len()).unwrap_or(0);
+    let len = encoded_len(payload);
     if len > limits.hard_payload_bytes {
         errors.push(Issue::new(
             code::LARGE_PAYLOAD_INLINE,
