@@ -28,6 +28,19 @@ type Answer = Result<IngestOutcome, SessionError>;
 /// a conflict) for all of them.
 const COALESCE_EVENTS: usize = 4096;
 
+/// Room for a fact's JSON to start with: a text delta's fits.
+const FACT_BYTES: usize = 1024;
+
+/// `fact` as JSON, written in `scratch` and copied out at its size. Grown
+/// from empty, the buffer was reallocated six or seven times for each event
+/// (2% of a single-event POST's samples, docs/BENCHMARKS.md); the copy
+/// keeps no spare room in the stored bytes.
+fn encoded(scratch: &mut Vec<u8>, fact: &Fact) -> bytes::Bytes {
+    scratch.clear();
+    serde_json::to_writer(&mut *scratch, fact).expect("facts serialise");
+    bytes::Bytes::copy_from_slice(scratch)
+}
+
 impl Actor {
     /// Serve an ingest request and those queued behind it. Returns false
     /// when the actor must stop (its state could not be rebuilt after a
@@ -210,6 +223,7 @@ impl Actor {
         let mut in_group = HashSet::with_capacity(total);
         let mut stored = Vec::with_capacity(total);
         let mut frames = Vec::with_capacity(total);
+        let mut scratch = Vec::with_capacity(FACT_BYTES);
         let mut outcomes = Vec::with_capacity(batches.len());
         let mut cursor = state.meta.head;
         let received_ms = store::now_ms();
@@ -305,9 +319,7 @@ impl Actor {
                     cursor,
                     event_id: ev.fact.id.clone(),
                     received_ms,
-                    fact: serde_json::to_vec(&ev.fact)
-                        .expect("facts serialise")
-                        .into(),
+                    fact: encoded(&mut scratch, &ev.fact),
                     frame: frame.json.clone(),
                 });
                 frames.push(Arc::new(frame));
