@@ -623,6 +623,11 @@ async fn metrics_health_cors_and_request_ids() {
         r.headers()["access-control-allow-origin"],
         "http://viewer.test"
     );
+    // What a CORS answer varies with, on preflights and the rest alike.
+    let vary = "origin, access-control-request-method, access-control-request-headers";
+    assert_eq!(r.headers()["vary"], vary);
+    let r = srv.http.get(srv.url("/healthz")).send().await.unwrap();
+    assert!(r.headers().get_all("vary").iter().any(|v| v == vary));
     let r = srv
         .http
         .get(srv.url("/healthz"))
