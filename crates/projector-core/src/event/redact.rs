@@ -157,9 +157,9 @@ pub fn push_index(path: &mut String, i: usize) {
 /// Redact credential-like keys in place, recursively (arrays too). Returns
 /// the JSON-pointer-ish paths (`/payload/headers/authorization`) redacted,
 /// under `base`.
-pub fn redact(value: &mut Value, base: &str) -> Vec<String> {
+pub fn redact(value: &mut Value, base: impl Into<String>) -> Vec<String> {
     let mut hits = Vec::new();
-    walk(value, &mut base.to_string(), &mut hits);
+    walk(value, &mut base.into(), &mut hits);
     hits
 }
 
@@ -202,9 +202,9 @@ fn is_ref_key(key: &str) -> bool {
 /// Drop unsafe refs from a JSON value: strings under ref-like keys (and,
 /// with `all_strings`, every string) that [`unsafe_ref`] rejects are removed
 /// (array elements) or nulled (object values). Returns the paths dropped.
-pub fn drop_unsafe_refs(v: &mut Value, base: &str, all_strings: bool) -> Vec<String> {
+pub fn drop_unsafe_refs(v: &mut Value, base: impl Into<String>, all_strings: bool) -> Vec<String> {
     let mut hits = Vec::new();
-    walk_refs(v, &mut base.to_string(), all_strings, &mut hits);
+    walk_refs(v, &mut base.into(), all_strings, &mut hits);
     hits
 }
 

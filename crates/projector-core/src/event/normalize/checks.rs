@@ -59,7 +59,7 @@ pub(super) fn redact_secrets(obj: &mut Map<String, Value>) -> Vec<Issue> {
     let mut paths = Vec::new();
     for key in ["payload", "refs"] {
         if let Some(v) = obj.get_mut(key) {
-            paths.extend(redact::redact(v, &format!("/{key}")));
+            paths.extend(redact::redact(v, format!("/{key}")));
         }
     }
     for (k, v) in obj.iter_mut() {
@@ -70,7 +70,7 @@ pub(super) fn redact_secrets(obj: &mut Map<String, Value>) -> Vec<Issue> {
             *v = Value::String(redact::REDACTED.into());
             paths.push(format!("/{k}"));
         } else {
-            paths.extend(redact::redact(v, &format!("/{k}")));
+            paths.extend(redact::redact(v, format!("/{k}")));
         }
     }
     paths
@@ -94,7 +94,7 @@ pub(super) fn drop_unsafe_refs(obj: &mut Map<String, Value>) -> Vec<Issue> {
     }
     for key in ["refs", "refIds", "artifactRefs", "evidenceRefs"] {
         if let Some(v) = obj.get_mut(key) {
-            dropped.extend(redact::drop_unsafe_refs(v, &format!("/{key}"), true));
+            dropped.extend(redact::drop_unsafe_refs(v, format!("/{key}"), true));
         }
     }
     if let Some(Value::String(r)) = obj.get("rawEventRef") {
