@@ -60,7 +60,14 @@ pub(crate) struct Resume {
     /// `snapshot`, a hole), for the subscriber to take as its feed would
     /// give them.
     pub frames: Vec<SharedFrame>,
-    /// Its feed from there on (`None`: it catches up from the store).
+    /// Its feed from there on, only with `frames` (a deletion's `reset` and
+    /// `snapshot` go on on the feed that sent them); `None`: the subscriber
+    /// asks the session's actor for the frames after `last` (the store's,
+    /// then its feed). A feed subscribed at the hand-back would miss the
+    /// frames sent between the writer's last one and the subscription: with
+    /// none after them, the client waited for them until the session's next
+    /// frame (a slow reader of the churn test waited for the end of its
+    /// stream for ever).
     pub rx: Option<broadcast::Receiver<SharedFrame>>,
 }
 

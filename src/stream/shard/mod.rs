@@ -258,7 +258,8 @@ impl Writer {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A feed for a socket given back: the session's, from now on.
+    /// A feed for a socket given back with frames the writer did not
+    /// write: the session's, from now on.
     fn resubscribe(&self) -> Option<broadcast::Receiver<SharedFrame>> {
         self.feed.upgrade().map(|tx| tx.subscribe())
     }
@@ -288,7 +289,8 @@ impl Writer {
             resume: Resume {
                 last: m.last,
                 frames: Vec::new(),
-                rx: self.resubscribe(),
+                // From the actor, not a feed subscribed now (`Resume::rx`).
+                rx: None,
             },
             rest: None,
             wrote: self.last_write(),
@@ -410,7 +412,8 @@ impl Writer {
                 resume: Resume {
                     last,
                     frames: Vec::new(),
-                    rx: self.resubscribe(),
+                    // From the actor, not a feed subscribed now (`Resume::rx`).
+                    rx: None,
                 },
                 rest,
                 wrote: if some { Some(now) } else { self.last_write() },
