@@ -56,7 +56,11 @@ impl MemoryLog {
         }
     }
 
+    /// A session, made when new (its id is copied only then).
     fn session(&self, id: &str) -> dashmap::mapref::one::RefMut<'_, String, MemSession> {
+        if let Some(s) = self.sessions.get_mut(id) {
+            return s;
+        }
         self.sessions
             .entry(id.to_string())
             .or_insert_with(MemSession::new)

@@ -32,11 +32,13 @@ impl Actor {
         // Without a checkpoint nothing was trimmed in this epoch: the log
         // starts where the epoch did (after a deletion, past the old head).
         let mut after = meta.first.saturating_sub(1);
+        let mut checkpoint_bytes = 0;
         if let Some(cp) = store.checkpoint(&self.id).await? {
             match serde_json::from_slice::<Projection>(&cp.state) {
                 Ok(p) => {
                     projection = p;
                     after = cp.cursor;
+                    checkpoint_bytes = cp.state.len();
                 }
                 Err(e) if meta.first <= 1 => {
                     warn!(error = %e, "checkpoint unreadable; replaying the whole log");
@@ -89,6 +91,7 @@ impl Actor {
         debug!(head = meta.head, replayed, "session hydrated");
         Ok(Some(Loaded {
             since_checkpoint: replayed,
+            checkpoint_bytes,
             meta,
             projection,
             snapshot: None,

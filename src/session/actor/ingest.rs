@@ -332,11 +332,15 @@ impl Actor {
             // waits for an uncontended append.
             let due = attempt == 0
                 && state.since_checkpoint + accepted as u64 >= ctx.cfg.checkpoint_every;
-            let checkpoint = due.then(|| Checkpoint {
-                cursor,
-                state: serde_json::to_vec(&state.projection)
-                    .expect("projections serialise")
-                    .into(),
+            let checkpoint = due.then(|| {
+                let mut buf =
+                    Vec::with_capacity(state.checkpoint_bytes + state.checkpoint_bytes / 8);
+                serde_json::to_writer(&mut buf, &state.projection).expect("projections serialise");
+                state.checkpoint_bytes = buf.len();
+                Checkpoint {
+                    cursor,
+                    state: buf.into(),
+                }
             });
             let took_checkpoint = checkpoint.is_some();
             let created = state.meta.head == state.meta.base;

@@ -76,6 +76,10 @@ struct Loaded {
     meta: SessionMeta,
     projection: Projection,
     since_checkpoint: u64,
+    /// The size of the last checkpoint written or loaded: the next one's
+    /// buffer starts at about that, not empty (grown from empty, a large
+    /// projection was copied a dozen times per checkpoint).
+    checkpoint_bytes: usize,
     snapshot: Option<SharedFrame>,
     /// The projection may hold facts the store did not confirm (a shared
     /// store failed an append); it is reloaded before any other use.
