@@ -65,6 +65,7 @@ pub mod ds;
 pub mod gateway;
 pub mod http;
 pub use http::openapi;
+pub mod logfields;
 mod serve;
 pub mod session;
 pub mod store;

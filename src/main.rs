@@ -197,7 +197,10 @@ fn init_tracing(cfg: &Config) -> Option<agent_projector::telemetry::Telemetry> {
     let fmt = tracing_subscriber::fmt::layer().with_ansi(ansi);
     let fmt = match cfg.log.format {
         LogFormat::Json => fmt.json().boxed(),
-        LogFormat::Text => fmt.boxed(),
+        LogFormat::Text if ansi => fmt.boxed(),
+        LogFormat::Text => fmt
+            .fmt_fields(agent_projector::logfields::PlainFields)
+            .boxed(),
     };
     let (otel, telemetry) = match agent_projector::telemetry::layer(&cfg.telemetry) {
         Ok(Some((layer, t))) => (Some(layer), Some(t)),
