@@ -154,12 +154,21 @@ pub fn push_index(path: &mut String, i: usize) {
     path.push_str(itoa::Buffer::new().format(i));
 }
 
+/// `base` with room for the segments a walk below it pushes: grown from
+/// its own length, it was reallocated at every level (1.6% of a
+/// single-event POST's instructions, docs/BENCHMARKS.md).
+fn room_below(base: &str) -> String {
+    let mut path = String::with_capacity(base.len() + 64);
+    path.push_str(base);
+    path
+}
+
 /// Redact credential-like keys in place, recursively (arrays too). Returns
 /// the JSON-pointer-ish paths (`/payload/headers/authorization`) redacted,
 /// under `base`.
-pub fn redact(value: &mut Value, base: impl Into<String>) -> Vec<String> {
+pub fn redact(value: &mut Value, base: &str) -> Vec<String> {
     let mut hits = Vec::new();
-    walk(value, &mut base.into(), &mut hits);
+    walk(value, &mut room_below(base), &mut hits);
     hits
 }
 
@@ -202,9 +211,9 @@ fn is_ref_key(key: &str) -> bool {
 /// Drop unsafe refs from a JSON value: strings under ref-like keys (and,
 /// with `all_strings`, every string) that [`unsafe_ref`] rejects are removed
 /// (array elements) or nulled (object values). Returns the paths dropped.
-pub fn drop_unsafe_refs(v: &mut Value, base: impl Into<String>, all_strings: bool) -> Vec<String> {
+pub fn drop_unsafe_refs(v: &mut Value, base: &str, all_strings: bool) -> Vec<String> {
     let mut hits = Vec::new();
-    walk_refs(v, &mut base.into(), all_strings, &mut hits);
+    walk_refs(v, &mut room_below(base), all_strings, &mut hits);
     hits
 }
 

@@ -7,6 +7,7 @@
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
 /// The start of the message of a repeated-key error.
@@ -96,11 +97,15 @@ impl<'de> Visitor<'de> for Strict {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut m = Map::new();
         while let Some(k) = map.next_key::<String>()? {
-            if m.contains_key(&k) {
-                return Err(de::Error::custom(format_args!("{DUPLICATE}{k}`")));
+            // One lookup (a SipHash of the key) for the check and the insert.
+            match m.entry(k) {
+                Entry::Occupied(e) => {
+                    return Err(de::Error::custom(format_args!("{DUPLICATE}{}`", e.key())));
+                }
+                Entry::Vacant(e) => {
+                    e.insert(map.next_value_seed(Strict)?);
+                }
             }
-            let v = map.next_value_seed(Strict)?;
-            m.insert(k, v);
         }
         Ok(Value::Object(m))
     }

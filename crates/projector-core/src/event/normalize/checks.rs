@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::reader::is_envelope_field;
+use super::reader::{is_envelope_field, may_hold};
 use super::{code, Issue, Limits};
 use crate::event::fact::Fact;
 use crate::event::redact;
@@ -57,9 +57,9 @@ pub(super) fn check_shape(
 /// fields) before anything else reads them; one warning per value.
 pub(super) fn redact_secrets(obj: &mut Map<String, Value>) -> Vec<Issue> {
     let mut paths = Vec::new();
-    for key in ["payload", "refs"] {
-        if let Some(v) = obj.get_mut(key) {
-            paths.extend(redact::redact(v, format!("/{key}")));
+    for (key, base) in [("payload", "/payload"), ("refs", "/refs")] {
+        if let Some(v) = may_hold(obj, key).then(|| obj.get_mut(key)).flatten() {
+            paths.extend(redact::redact(v, base));
         }
     }
     for (k, v) in obj.iter_mut() {
@@ -70,7 +70,7 @@ pub(super) fn redact_secrets(obj: &mut Map<String, Value>) -> Vec<Issue> {
             *v = Value::String(redact::REDACTED.into());
             paths.push(format!("/{k}"));
         } else {
-            paths.extend(redact::redact(v, format!("/{k}")));
+            paths.extend(redact::redact(v, &format!("/{k}")));
         }
     }
     paths
@@ -89,15 +89,21 @@ pub(super) fn redact_secrets(obj: &mut Map<String, Value>) -> Vec<Issue> {
 /// one warning per ref.
 pub(super) fn drop_unsafe_refs(obj: &mut Map<String, Value>) -> Vec<Issue> {
     let mut dropped = Vec::new();
-    if let Some(v) = obj.get_mut("payload") {
+    if let Some(v) = may_hold(obj, "payload")
+        .then(|| obj.get_mut("payload"))
+        .flatten()
+    {
         dropped.extend(redact::drop_unsafe_refs(v, "/payload", false));
     }
     for key in ["refs", "refIds", "artifactRefs", "evidenceRefs"] {
-        if let Some(v) = obj.get_mut(key) {
-            dropped.extend(redact::drop_unsafe_refs(v, format!("/{key}"), true));
+        if let Some(v) = may_hold(obj, key).then(|| obj.get_mut(key)).flatten() {
+            dropped.extend(redact::drop_unsafe_refs(v, &format!("/{key}"), true));
         }
     }
-    if let Some(Value::String(r)) = obj.get("rawEventRef") {
+    if let Some(Value::String(r)) = may_hold(obj, "rawEventRef")
+        .then(|| obj.get("rawEventRef"))
+        .flatten()
+    {
         if redact::unsafe_ref(r).is_some() {
             obj.remove("rawEventRef");
             dropped.push("/rawEventRef".to_string());

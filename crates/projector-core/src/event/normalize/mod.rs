@@ -61,7 +61,7 @@ pub struct Normalized {
 /// Normalise one event: check its shape, redact it, read its fields, name its
 /// class, check its payload size and scope ids, then fill what can be derived.
 pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> {
-    if let Some(issue) = check_shape(&raw, &mut String::new(), 0, limits) {
+    if let Some(issue) = check_shape(&raw, &mut String::with_capacity(64), 0, limits) {
         return Err(vec![issue]);
     }
     let Value::Object(mut obj) = raw else {
@@ -78,6 +78,10 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
         obj,
         errors: Vec::new(),
     };
+    // Taken out first (and read in its turn below): the fields most events
+    // send besides it are read early, so the forty-odd asked for after them
+    // find an empty object.
+    let payload = r.take("payload");
     let (envelope, class_name) = r.envelope();
     let id = r.id();
     let mut ids = ScopeIds::default();
@@ -106,7 +110,7 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
     };
     let raw_event_ref = r.string("rawEventRef");
     let sequence = r.sequence();
-    let payload = r.payload();
+    let payload = r.payload(payload);
     let ref_ids = r.ref_list("refIds");
     let artifact_refs = r.ref_list("artifactRefs");
     let evidence_refs = r.ref_list("evidenceRefs");

@@ -86,10 +86,11 @@ pub fn envelope_schema() -> Value {
 
 /// Whether `key` is a field of either envelope (not an extension field).
 pub(super) fn is_envelope_field(key: &str) -> bool {
-    ScopeIds::FIELDS.iter().any(|f| f.wire == key)
+    // The short list first: most events send `id`, `type` and `payload`.
+    OTHER_KNOWN.contains(&key)
+        || ScopeIds::FIELDS.iter().any(|f| f.wire == key)
         || STRING_FIELDS.contains(&key)
         || REF_LISTS.contains(&key)
-        || OTHER_KNOWN.contains(&key)
 }
 
 /// Takes the envelope's fields out of the event one by one, recording a
@@ -100,15 +101,47 @@ pub(super) struct Reader {
     pub(super) errors: Vec<Issue>,
 }
 
+/// Up to this many fields, whether an event has a field is read along its
+/// keys: cheaper than hashing the name (SipHash, the map's hasher) for each
+/// of the forty-odd fields the reader asks for, most of them absent (4% of
+/// a single-event POST's instructions, docs/BENCHMARKS.md).
+const SCAN_UP_TO: usize = 16;
+
+/// Whether `obj` may hold `key`: false only when it surely does not.
+pub(super) fn may_hold(obj: &Map<String, Value>, key: &str) -> bool {
+    obj.len() > SCAN_UP_TO || obj.keys().any(|k| k == key)
+}
+
 impl Reader {
+    /// Field `key` taken out of the event, if it is there.
+    #[inline]
+    pub(super) fn take(&mut self, key: &str) -> Option<Value> {
+        if self.obj.is_empty() {
+            None
+        } else if may_hold(&self.obj, key) {
+            self.obj.remove(key)
+        } else {
+            None
+        }
+    }
+
     pub(super) fn mismatch(&mut self, path: String, message: String) {
         self.errors
             .push(Issue::new(code::SCHEMA_MISMATCH, path, message));
     }
 
     /// A string field; null counts as absent.
+    #[inline(always)]
     pub(super) fn string(&mut self, key: &str) -> Option<String> {
-        match self.obj.remove(key) {
+        // Most are asked for once the event's few fields have been taken.
+        if self.obj.is_empty() {
+            return None;
+        }
+        self.string_field(key)
+    }
+
+    fn string_field(&mut self, key: &str) -> Option<String> {
+        match self.take(key) {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s),
             Some(other) => {
@@ -144,7 +177,7 @@ impl Reader {
 
     /// The event `id`: a non-empty string, or absent.
     pub(super) fn id(&mut self) -> Option<String> {
-        match self.obj.remove("id") {
+        match self.take("id") {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) if !s.is_empty() => Some(s),
             Some(Value::String(_)) => {
@@ -163,7 +196,7 @@ impl Reader {
 
     /// The runtime `sequence`: a non-negative integer.
     pub(super) fn sequence(&mut self) -> Option<u64> {
-        match self.obj.remove("sequence") {
+        match self.take("sequence") {
             None | Some(Value::Null) => None,
             Some(Value::Number(n)) if n.as_u64().is_some() => n.as_u64(),
             Some(other) => {
@@ -179,9 +212,9 @@ impl Reader {
         }
     }
 
-    /// The `payload` object (empty when absent).
-    pub(super) fn payload(&mut self) -> Map<String, Value> {
-        match self.obj.remove("payload") {
+    /// The `payload` object (empty when absent), as taken out.
+    pub(super) fn payload(&mut self, taken: Option<Value>) -> Map<String, Value> {
+        match taken {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(m)) => m,
             Some(other) => {
@@ -196,7 +229,7 @@ impl Reader {
 
     /// A list of ref strings (empty when absent).
     pub(super) fn ref_list(&mut self, key: &str) -> Vec<String> {
-        match self.obj.remove(key) {
+        match self.take(key) {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(items)) => {
                 let mut out = Vec::with_capacity(items.len());
@@ -226,7 +259,7 @@ impl Reader {
 
     /// The Agent UI `refs`: an object or an array.
     pub(super) fn refs(&mut self) -> Option<Value> {
-        match self.obj.remove("refs") {
+        match self.take("refs") {
             None | Some(Value::Null) => None,
             Some(v @ (Value::Object(_) | Value::Array(_))) => Some(v),
             Some(other) => {
