@@ -20,16 +20,26 @@ use tracing_subscriber::fmt::FormatFields;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct PlainFields;
 
+/// Room for the fields of a request's span (method, path, request and
+/// session ids) and of most log lines.
+const FIELDS_BYTES: usize = 256;
+
 impl<'w> FormatFields<'w> for PlainFields {
-    fn format_fields<R: RecordFields>(&self, writer: Writer<'w>, fields: R) -> fmt::Result {
+    fn format_fields<R: RecordFields>(&self, mut writer: Writer<'w>, fields: R) -> fmt::Result {
+        // Written into a buffer with room first and handed over in one
+        // piece: a span's fields go to a string of its own grown from
+        // empty, reallocated at every doubling (2% of a single-event POST's
+        // instructions, docs/BENCHMARKS.md).
+        let mut buf = String::with_capacity(FIELDS_BYTES);
         let mut v = Plain {
             sanitize: writer.sanitizes_ansi_escapes(),
-            writer,
+            writer: Writer::new(&mut buf),
             empty: true,
             result: Ok(()),
         };
         fields.record(&mut v);
-        v.result
+        v.result?;
+        writer.write_str(&buf)
     }
 }
 

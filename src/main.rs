@@ -190,8 +190,7 @@ fn init_tracing(cfg: &Config) -> Option<agent_projector::telemetry::Telemetry> {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::Layer;
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(cfg.log.level.clone()));
+    let (targets, filter) = log_filter(&cfg.log.level);
     // Colours only for a person at a terminal (and never with NO_COLOR).
     let ansi = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let fmt = tracing_subscriber::fmt::layer().with_ansi(ansi);
@@ -213,9 +212,32 @@ fn init_tracing(cfg: &Config) -> Option<agent_projector::telemetry::Telemetry> {
     tracing_subscriber::registry()
         .with(otel)
         .with(fmt)
+        .with(targets)
         .with(filter)
         .init();
     telemetry
+}
+
+/// The log filter: `RUST_LOG` when it is set and valid, else the
+/// configured level. A list of `target=level` is matched by `Targets`;
+/// only a filter that names spans or fields needs `EnvFilter`, which looks
+/// the span up under a lock at every enter and exit of every span, in case
+/// a directive names it (1% of a single-event POST, docs/BENCHMARKS.md).
+fn log_filter(
+    configured: &str,
+) -> (
+    Option<tracing_subscriber::filter::Targets>,
+    Option<EnvFilter>,
+) {
+    let from_env = std::env::var("RUST_LOG").ok().filter(|v| !v.is_empty());
+    let directives = match from_env {
+        Some(v) if EnvFilter::try_new(&v).is_ok() => v,
+        _ => configured.to_string(),
+    };
+    match directives.parse() {
+        Ok(targets) => (Some(targets), None),
+        Err(_) => (None, Some(EnvFilter::new(directives))),
+    }
 }
 
 async fn serve(cfg: Config) -> ExitCode {
