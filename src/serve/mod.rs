@@ -9,6 +9,7 @@ mod events;
 mod head;
 mod rewind;
 mod stop;
+mod timer;
 
 use std::time::Duration;
 
@@ -21,14 +22,13 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// Serve `app` on `listener` until `shutdown`, then finish the requests in
 /// flight (streams end on `shutdown` themselves) and return.
 pub async fn http1(listener: TcpListener, app: crate::http::App, shutdown: CancellationToken) {
-    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::rt::TokioIo;
     use hyper_util::service::TowerToHyperService;
 
     let connections = tokio_util::task::TaskTracker::new();
     let stops = stop::Shutdown::default();
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new())
-        .header_read_timeout(HEAD_TIMEOUT)
+    http.header_read_timeout(HEAD_TIMEOUT)
         .max_buf_size(8192)
         .writev(true);
     loop {
@@ -46,7 +46,8 @@ pub async fn http1(listener: TcpListener, app: crate::http::App, shutdown: Cance
         };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
-        let http = http.clone();
+        let mut http = http.clone();
+        http.timer(timer::ConnTimer::default());
         // Polled at every wake of the connection's task.
         let mut stop = stops.watch();
         connections.spawn(async move {

@@ -114,6 +114,13 @@ impl Actor {
         let ctx = self.ctx.clone();
         let idle = ctx.cfg.idle_evict;
         let mut deadline = Instant::now() + idle;
+        // One timer for the actor's life, moved only when it fires: a
+        // command pushes `deadline` back without touching the runtime's
+        // timer wheel (a sleep made per command was registered and removed
+        // for every request, 1.5% of a single-event POST,
+        // docs/BENCHMARKS.md).
+        let timer = tokio::time::sleep_until(deadline);
+        tokio::pin!(timer);
         loop {
             let wake = match self.held.take() {
                 Some(cmd) => Wake::Command(Some(cmd)),
@@ -122,7 +129,7 @@ impl Actor {
                     tokio::select! {
                         cmd = self.rx.recv() => Wake::Command(cmd),
                         _ = sync::wait(news.as_deref()) => Wake::News,
-                        _ = tokio::time::sleep_until(deadline) => Wake::Idle,
+                        _ = &mut timer => Wake::Idle,
                         _ = ctx.shutdown.cancelled() => Wake::Stop,
                     }
                 }
@@ -148,11 +155,15 @@ impl Actor {
                 }
                 Wake::News => self.on_news(&mut state).await,
                 Wake::Idle => {
-                    if self.subscribers() == 0 {
-                        debug!("evicting idle session");
-                        break;
+                    // Not idle for long enough if a command came since.
+                    if Instant::now() >= deadline {
+                        if self.subscribers() == 0 {
+                            debug!("evicting idle session");
+                            break;
+                        }
+                        deadline = Instant::now() + idle;
                     }
-                    deadline = Instant::now() + idle;
+                    timer.as_mut().reset(deadline);
                 }
             }
         }
