@@ -385,8 +385,10 @@ impl Actor {
         }
         kept!(counter, "projector_ingest_events_total", "outcome" => "accepted")
             .increment(accepted as u64);
-        kept!(counter, "projector_ingest_events_total", "outcome" => "duplicate")
-            .increment((total - accepted) as u64);
+        if total > accepted {
+            kept!(counter, "projector_ingest_events_total", "outcome" => "duplicate")
+                .increment((total - accepted) as u64);
+        }
         for out in outcomes.iter_mut().flatten() {
             // A request whose events were all duplicates answers the head.
             if out.accepted == 0 {
