@@ -15,6 +15,7 @@ pub mod ds;
 mod edge;
 pub mod error;
 mod extract;
+mod front;
 pub mod index;
 pub mod ingest;
 mod ingest_stream;
@@ -38,9 +39,8 @@ use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceBuilder;
-use tower_http::compression::predicate::{And, DefaultPredicate, Predicate};
 use tower_http::compression::{Compression, CompressionLayer};
-use tower_http::cors::{AllowOrigin, Any, Cors, CorsLayer};
+use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 use tower_http::request_id::{
     MakeRequestUuid, PropagateRequestId, PropagateRequestIdLayer, SetRequestId, SetRequestIdLayer,
 };
@@ -130,11 +130,8 @@ const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 /// (the CORS lists with it) four times over. Around the router a request
 /// clones them once, with the connection's service.
 pub type App = SetResponseHeader<
-    Cors<
-        SetRequestId<
-            PropagateRequestId<Compression<Router, And<DefaultPredicate, Enabled>>>,
-            MakeRequestUuid,
-        >,
+    front::CorsWhenAsked<
+        SetRequestId<PropagateRequestId<Compression<Router, front::Worth>>, MakeRequestUuid>,
     >,
     HeaderValue,
 >;
@@ -177,27 +174,18 @@ pub fn router(state: AppState) -> App {
         .layer(edge::EdgeLayer::new(state.clone()));
     let compression = CompressionLayer::new()
         .gzip(true)
-        .compress_when(DefaultPredicate::new().and(Enabled(state.cfg.http.compression)));
+        .compress_when(front::worth(state.cfg.http.compression));
+    let inner = ServiceBuilder::new()
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(compression)
+        .service(routes.with_state(state));
     ServiceBuilder::new()
         .layer(SetResponseHeaderLayer::appending(
             axum::http::header::VARY,
             CORS_VARY,
         ))
-        .layer(cors)
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(compression)
-        .service(routes.with_state(state))
-}
-
-/// Compression predicate: on or off by `http.compression`.
-#[derive(Clone, Copy)]
-pub struct Enabled(bool);
-
-impl Predicate for Enabled {
-    fn should_compress<B: axum::body::HttpBody>(&self, _: &axum::http::Response<B>) -> bool {
-        self.0
-    }
+        .service(front::CorsWhenAsked::new(cors, inner))
 }
 
 /// The CORS layer for `http.cors_allowed_origins`. Kept when the list is

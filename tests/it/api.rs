@@ -637,6 +637,26 @@ async fn metrics_health_cors_and_request_ids() {
         .unwrap();
     assert!(r.headers().get("access-control-allow-origin").is_none());
     assert!(r.headers().get("x-request-id").is_some());
+    // An allowed origin may read the headers of the protocol; a request
+    // without an origin (not a cross-origin one) gets no CORS headers.
+    let r = srv
+        .http
+        .get(srv.url("/healthz"))
+        .header("origin", "http://viewer.test")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "http://viewer.test"
+    );
+    let exposed = r.headers()["access-control-expose-headers"]
+        .to_str()
+        .unwrap();
+    assert!(exposed.contains("x-request-id") && exposed.contains("stream-next-offset"));
+    let r = srv.http.get(srv.url("/healthz")).send().await.unwrap();
+    assert!(r.headers().get("access-control-expose-headers").is_none());
+    assert!(r.headers().get("access-control-allow-origin").is_none());
     let r = srv
         .http
         .get(srv.url("/healthz"))

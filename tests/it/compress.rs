@@ -144,3 +144,43 @@ async fn compression_off_sends_everything_as_it_is() {
         assert!(r.headers().get("content-encoding").is_none(), "{path}");
     }
 }
+
+#[tokio::test]
+async fn answers_under_a_kilobyte_go_out_as_they_are() {
+    let srv = TestServer::builder().start().await;
+    // An ingest reply (80 bytes) to a client that accepts gzip, as most
+    // HTTP libraries say they do: not worth a deflate state.
+    let r = srv
+        .http
+        .post(srv.url("/v1/sessions/small/events"))
+        .header("accept-encoding", "gzip, deflate")
+        .json(&delta(1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().get("content-encoding").is_none());
+    assert!(!r
+        .headers()
+        .get_all("vary")
+        .iter()
+        .any(|v| v == "accept-encoding"));
+    let len: usize = r.headers()["content-length"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(len < 1024, "{len}");
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["accepted"], 1);
+    // A snapshot of a kilobyte or more still is.
+    let events: Vec<_> = (2..=40).map(delta).collect();
+    assert_eq!(srv.post("small", &json!(events)).await.0, 200);
+    let snap = gzip_get(&srv, "/v1/sessions/small/snapshot").await;
+    assert_eq!(snap.headers()["content-encoding"], "gzip");
+    assert!(snap
+        .headers()
+        .get_all("vary")
+        .iter()
+        .any(|v| v == "accept-encoding"));
+}
