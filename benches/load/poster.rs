@@ -6,6 +6,8 @@
 //! parse-only floor), on the same two cores the server needs.
 //! `LOAD_INGEST_CLIENT=reqwest` runs the same requests through reqwest
 //! instead: a second generator to check this one against.
+//! `LOAD_ACCEPT_ENCODING=gzip` sends that header with every request, as
+//! most HTTP libraries do (Python's requests and httpx, Node's fetch).
 
 use std::fmt::Write as _;
 use std::io;
@@ -20,6 +22,8 @@ pub struct Poster {
     stream: Option<TcpStream>,
     request: String,
     response: Vec<u8>,
+    /// Extra header lines (`LOAD_ACCEPT_ENCODING`).
+    extra: String,
 }
 
 impl Poster {
@@ -30,6 +34,9 @@ impl Poster {
             stream: None,
             request: String::with_capacity(4096),
             response: Vec::with_capacity(4096),
+            extra: std::env::var("LOAD_ACCEPT_ENCODING")
+                .map(|v| format!("accept-encoding: {v}\r\n"))
+                .unwrap_or_default(),
         }
     }
 
@@ -38,8 +45,9 @@ impl Poster {
         self.request.clear();
         let _ = write!(
             self.request,
-            "POST {path} HTTP/1.1\r\nhost: {}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
+            "POST {path} HTTP/1.1\r\nhost: {}\r\n{}content-type: {content_type}\r\ncontent-length: {}\r\n\r\n{body}",
             self.addr,
+            self.extra,
             body.len()
         );
         let stream = match &mut self.stream {
