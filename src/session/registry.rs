@@ -21,7 +21,9 @@ use crate::store::{SessionMeta, SharedLog};
 
 /// The live actors by session id, and what they share.
 struct RegistryInner {
-    sessions: Arc<DashMap<Arc<str>, SessionHandle>>,
+    /// Hashed with foldhash (seeded per process, as the projection's keyed
+    /// maps): SipHash of the id was three lookups' worth of every request.
+    sessions: Arc<DashMap<Arc<str>, SessionHandle, foldhash::fast::RandomState>>,
     ctx: Arc<ActorCtx>,
     next_generation: AtomicU64,
     tasks: TaskTracker,
@@ -52,7 +54,7 @@ impl Registry {
         let notes = store.index_notes();
         let registry = Registry {
             inner: Arc::new(RegistryInner {
-                sessions: Arc::new(DashMap::new()),
+                sessions: Arc::new(DashMap::default()),
                 ctx: Arc::new(ActorCtx {
                     shared: store.shared(),
                     store,

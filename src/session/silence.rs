@@ -20,7 +20,7 @@ use crate::projection::idle::{is_working, Timeouts};
 
 /// Sessions whose run was working when this node last saw them.
 #[derive(Debug, Default)]
-pub struct Watch(DashMap<Arc<str>, ()>);
+pub struct Watch(DashMap<Arc<str>, (), foldhash::fast::RandomState>);
 
 impl Watch {
     /// Note a session's status after a change: watched while working.

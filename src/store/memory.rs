@@ -15,7 +15,10 @@ use super::{
 struct MemSession {
     meta: SessionMeta,
     events: VecDeque<StoredEvent>,
-    ids: HashMap<String, u64>,
+    /// Event ids to cursors. This map and the sessions' are hashed with
+    /// foldhash (seeded per process, as the projection's keyed maps):
+    /// SipHash was a quarter of an append here.
+    ids: HashMap<String, u64, foldhash::fast::RandomState>,
     checkpoint: Option<Checkpoint>,
 }
 
@@ -24,7 +27,7 @@ impl MemSession {
         MemSession {
             meta: SessionMeta::new_epoch(),
             events: VecDeque::new(),
-            ids: HashMap::new(),
+            ids: HashMap::default(),
             checkpoint: None,
         }
     }
@@ -43,7 +46,7 @@ impl MemSession {
 /// The memory backend.
 #[derive(Debug)]
 pub struct MemoryLog {
-    sessions: DashMap<String, MemSession>,
+    sessions: DashMap<String, MemSession, foldhash::fast::RandomState>,
     retention: Retention,
 }
 
@@ -51,7 +54,7 @@ impl MemoryLog {
     /// An empty store.
     pub fn new(retention: Retention) -> Self {
         MemoryLog {
-            sessions: DashMap::new(),
+            sessions: DashMap::default(),
             retention,
         }
     }

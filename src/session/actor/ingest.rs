@@ -220,7 +220,9 @@ impl Actor {
         let ctx = self.ctx.clone();
         let total: usize = batches.iter().map(Vec::len).sum();
         let mut known = known.into_iter().chain(std::iter::repeat(None));
-        let mut in_group = HashSet::with_capacity(total);
+        // Ids seen earlier in this append; a request of one event has none
+        // (and no set is made for it).
+        let mut in_group = HashSet::with_capacity(if total > 1 { total } else { 0 });
         let mut stored = Vec::with_capacity(total);
         let mut frames = Vec::with_capacity(total);
         let mut scratch = Vec::with_capacity(FACT_BYTES);
@@ -265,7 +267,7 @@ impl Actor {
             }
             let mut fresh = Vec::with_capacity(events.len());
             for (ev, seen) in events.iter().zip(&mut seen) {
-                if seen.is_some() || !in_group.insert(ev.fact.id.as_str()) {
+                if seen.is_some() || (total > 1 && !in_group.insert(ev.fact.id.as_str())) {
                     out.duplicates += 1;
                 } else {
                     fresh.push(ev);
