@@ -222,7 +222,7 @@ fn init_tracing(cfg: &Config) -> Option<agent_projector::telemetry::Telemetry> {
 /// configured level. A list of `target=level` is matched by `Targets`;
 /// only a filter that names spans or fields needs `EnvFilter`, which looks
 /// the span up under a lock at every enter and exit of every span, in case
-/// a directive names it (1% of a single-event POST, docs/BENCHMARKS.md).
+/// a directive names it (0.5% of a single-event POST, docs/BENCHMARKS.md).
 fn log_filter(
     configured: &str,
 ) -> (
