@@ -16,9 +16,12 @@ use std::time::Duration;
 use hyper::rt::{Sleep, Timer};
 use tokio::time::Instant;
 
+/// A connection's one sleep, made at its first deadline.
+type Armed = Arc<Mutex<Option<Pin<Box<tokio::time::Sleep>>>>>;
+
 /// A connection's timer: give each connection its own.
 #[derive(Clone, Default)]
-pub(super) struct ConnTimer(Arc<Mutex<Option<Pin<Box<tokio::time::Sleep>>>>>);
+pub(super) struct ConnTimer(Armed);
 
 impl Timer for ConnTimer {
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn Sleep>> {
@@ -47,7 +50,7 @@ impl Timer for ConnTimer {
 /// One deadline of a connection, kept by the connection's sleep.
 struct Due {
     deadline: Instant,
-    armed: Arc<Mutex<Option<Pin<Box<tokio::time::Sleep>>>>>,
+    armed: Armed,
 }
 
 impl Future for Due {

@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::reader::{is_envelope_field, may_hold};
+use super::reader::{field, field_mut, is_envelope_field};
 use super::{code, Issue, Limits};
 use crate::event::fact::Fact;
 use crate::event::redact;
@@ -58,7 +58,7 @@ pub(super) fn check_shape(
 pub(super) fn redact_secrets(obj: &mut Map<String, Value>) -> Vec<Issue> {
     let mut paths = Vec::new();
     for (key, base) in [("payload", "/payload"), ("refs", "/refs")] {
-        if let Some(v) = may_hold(obj, key).then(|| obj.get_mut(key)).flatten() {
+        if let Some(v) = field_mut(obj, key) {
             paths.extend(redact::redact(v, base));
         }
     }
@@ -89,21 +89,15 @@ pub(super) fn redact_secrets(obj: &mut Map<String, Value>) -> Vec<Issue> {
 /// one warning per ref.
 pub(super) fn drop_unsafe_refs(obj: &mut Map<String, Value>) -> Vec<Issue> {
     let mut dropped = Vec::new();
-    if let Some(v) = may_hold(obj, "payload")
-        .then(|| obj.get_mut("payload"))
-        .flatten()
-    {
+    if let Some(v) = field_mut(obj, "payload") {
         dropped.extend(redact::drop_unsafe_refs(v, "/payload", false));
     }
     for key in ["refs", "refIds", "artifactRefs", "evidenceRefs"] {
-        if let Some(v) = may_hold(obj, key).then(|| obj.get_mut(key)).flatten() {
+        if let Some(v) = field_mut(obj, key) {
             dropped.extend(redact::drop_unsafe_refs(v, &format!("/{key}"), true));
         }
     }
-    if let Some(Value::String(r)) = may_hold(obj, "rawEventRef")
-        .then(|| obj.get("rawEventRef"))
-        .flatten()
-    {
+    if let Some(Value::String(r)) = field(obj, "rawEventRef") {
         if redact::unsafe_ref(r).is_some() {
             obj.remove("rawEventRef");
             dropped.push("/rawEventRef".to_string());

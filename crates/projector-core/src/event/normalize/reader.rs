@@ -108,17 +108,33 @@ pub(super) struct Reader {
 const SCAN_UP_TO: usize = 16;
 
 /// Whether `obj` may hold `key`: false only when it surely does not.
-pub(super) fn may_hold(obj: &Map<String, Value>, key: &str) -> bool {
+fn may_hold(obj: &Map<String, Value>, key: &str) -> bool {
     obj.len() > SCAN_UP_TO || obj.keys().any(|k| k == key)
+}
+
+/// Field `key` of `obj`, hashed for only when [`may_hold`] says it may be there.
+pub(super) fn field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    if may_hold(obj, key) {
+        obj.get(key)
+    } else {
+        None
+    }
+}
+
+/// [`field`], to change.
+pub(super) fn field_mut<'a>(obj: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Value> {
+    if may_hold(obj, key) {
+        obj.get_mut(key)
+    } else {
+        None
+    }
 }
 
 impl Reader {
     /// Field `key` taken out of the event, if it is there.
     #[inline]
     pub(super) fn take(&mut self, key: &str) -> Option<Value> {
-        if self.obj.is_empty() {
-            None
-        } else if may_hold(&self.obj, key) {
+        if may_hold(&self.obj, key) {
             self.obj.remove(key)
         } else {
             None
