@@ -37,7 +37,7 @@
 #![forbid(unsafe_code)]
 
 // The pure core (crates/projector-core), under the names the server uses.
-pub use projector_core::{event, frame, producer, projection};
+pub use projector_core::{compact_json, event, frame, producer, projection};
 
 /// A metric handle registered once at its call site, for the per-request
 /// path: `metrics::counter!` and friends look their key up in the

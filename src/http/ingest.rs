@@ -116,10 +116,11 @@ pub async fn post_events(
 
 /// The outcome as a JSON response, written into one buffer with room: as
 /// axum's `Json` it went through a `BytesMut` writer a few bytes at a time
-/// (1.5% of a single-event POST, docs/BENCHMARKS.md).
+/// (1.5% of a single-event POST, docs/BENCHMARKS.md), and by
+/// `compact_json` (serde_json's bytes, sooner).
 fn reply(outcome: &IngestOutcome) -> Response {
-    let mut body = Vec::with_capacity(REPLY_BYTES);
-    serde_json::to_writer(&mut body, outcome).expect("outcomes serialise");
+    let mut body = String::with_capacity(REPLY_BYTES);
+    crate::compact_json::write(&mut body, outcome).expect("outcomes serialise");
     (
         [(
             header::CONTENT_TYPE,

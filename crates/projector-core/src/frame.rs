@@ -50,7 +50,7 @@ fn has_more(t: &TimelineEntry) -> bool {
 /// The delta frame's `timeline`: what the fact's timeline entry holds
 /// beyond the frame's own fields (`sourceClass` only when it differs from
 /// `eventClass`), so that a client rebuilds the snapshot's timeline.
-fn write_timeline(buf: &mut Vec<u8>, t: &TimelineEntry) {
+fn write_timeline(buf: &mut String, t: &TimelineEntry) {
     #[derive(serde::Serialize)]
     #[serde(rename_all = "camelCase")]
     struct More<'a> {
@@ -72,7 +72,7 @@ fn write_timeline(buf: &mut Vec<u8>, t: &TimelineEntry) {
         timestamp: t.timestamp.as_deref(),
         taxonomy: t.taxonomy.as_deref(),
     };
-    serde_json::to_writer(buf, &more).expect("timeline entries serialise");
+    crate::compact_json::write(buf, &more).expect("timeline entries serialise");
 }
 
 /// Where one chunk's JSON sits inside a delta frame's JSON.
@@ -148,17 +148,17 @@ pub type SharedFrame = Arc<Frame>;
 /// The SSE lines before the JSON. The id is `<epoch>:<cursor>`, so that the
 /// `Last-Event-ID` a plain EventSource sends back names the log it read
 /// (see `http::streams::start`).
-fn sse_head(buf: &mut Vec<u8>, kind: FrameKind, epoch: &str, cursor: Option<u64>) {
+fn sse_head(buf: &mut String, kind: FrameKind, epoch: &str, cursor: Option<u64>) {
     if let Some(c) = cursor {
-        buf.extend_from_slice(b"id: ");
-        buf.extend_from_slice(epoch.as_bytes());
-        buf.push(b':');
-        buf.extend_from_slice(c.to_string().as_bytes());
-        buf.push(b'\n');
+        buf.push_str("id: ");
+        buf.push_str(epoch);
+        buf.push(':');
+        buf.push_str(itoa::Buffer::new().format(c));
+        buf.push('\n');
     }
-    buf.extend_from_slice(b"event: ");
-    buf.extend_from_slice(kind.as_str().as_bytes());
-    buf.extend_from_slice(b"\ndata: ");
+    buf.push_str("event: ");
+    buf.push_str(kind.as_str());
+    buf.push_str("\ndata: ");
 }
 
 fn finish(
@@ -193,8 +193,9 @@ impl Frame {
     /// Wrap already-encoded JSON (e.g. read back from the store) of the log
     /// of `epoch`.
     pub fn from_json(kind: FrameKind, epoch: &str, cursor: Option<u64>, json: &[u8]) -> Frame {
-        let mut buf = Vec::with_capacity(json.len() + 60);
-        sse_head(&mut buf, kind, epoch, cursor);
+        let mut head = String::with_capacity(json.len() + 60);
+        sse_head(&mut head, kind, epoch, cursor);
+        let mut buf = head.into_bytes();
         let start = buf.len();
         buf.extend_from_slice(json);
         let end = buf.len();
@@ -289,56 +290,63 @@ pub fn delta(
     timeline: Option<&TimelineEntry>,
     chunks: &[ChunkOut],
 ) -> Frame {
-    let mut buf = Vec::with_capacity(128 + chunks.len() * 96);
+    // Text: written by `compact_json` (serde_json's bytes, sooner).
+    let mut buf = String::with_capacity(128 + chunks.len() * 96);
     sse_head(&mut buf, FrameKind::Delta, epoch, Some(cursor));
     let start = buf.len();
-    let put = |buf: &mut Vec<u8>, v: &dyn erased::Json| v.write(buf);
-    buf.extend_from_slice(b"{\"type\":\"delta\",\"cursor\":");
-    buf.extend_from_slice(cursor.to_string().as_bytes());
-    buf.extend_from_slice(b",\"eventId\":");
+    let put = |buf: &mut String, v: &dyn erased::Json| v.write(buf);
+    buf.push_str("{\"type\":\"delta\",\"cursor\":");
+    buf.push_str(itoa::Buffer::new().format(cursor));
+    buf.push_str(",\"eventId\":");
     put(&mut buf, &event_id);
-    buf.extend_from_slice(b",\"eventClass\":");
+    buf.push_str(",\"eventClass\":");
     put(&mut buf, &event_class);
     if let Some(t) = timeline.filter(|t| has_more(t)) {
-        buf.extend_from_slice(b",\"timeline\":");
+        buf.push_str(",\"timeline\":");
         write_timeline(&mut buf, t);
     }
-    buf.extend_from_slice(b",\"chunks\":[");
+    buf.push_str(",\"chunks\":[");
     let mut spans = Vec::with_capacity(chunks.len());
     for (i, c) in chunks.iter().enumerate() {
         if i > 0 {
-            buf.push(b',');
+            buf.push(',');
         }
-        buf.extend_from_slice(b"{\"messageId\":");
+        buf.push_str("{\"messageId\":");
         put(&mut buf, &c.message_id.as_deref());
         if let Some(role) = &c.role {
-            buf.extend_from_slice(b",\"role\":");
+            buf.push_str(",\"role\":");
             put(&mut buf, role);
         }
         if let Some(o) = &c.origin {
             for (key, v) in [
-                (&b",\"agentId\":"[..], &o.agent_id),
-                (b",\"turnId\":", &o.turn_id),
-                (b",\"runId\":", &o.run_id),
+                (",\"agentId\":", &o.agent_id),
+                (",\"turnId\":", &o.turn_id),
+                (",\"runId\":", &o.run_id),
             ] {
                 if let Some(v) = v {
-                    buf.extend_from_slice(key);
+                    buf.push_str(key);
                     put(&mut buf, v);
                 }
             }
         }
-        buf.extend_from_slice(b",\"chunk\":");
+        buf.push_str(",\"chunk\":");
         let s = buf.len();
         c.chunk.write_json(&mut buf);
         spans.push(ChunkSpan {
             message_id: c.message_id.clone(),
             range: s - start..buf.len() - start,
         });
-        buf.push(b'}');
+        buf.push('}');
     }
-    buf.extend_from_slice(b"]}");
+    buf.push_str("]}");
     let end = buf.len();
-    let mut f = finish(buf, start..end, FrameKind::Delta, Some(cursor), Some(spans));
+    let mut f = finish(
+        buf.into_bytes(),
+        start..end,
+        FrameKind::Delta,
+        Some(cursor),
+        Some(spans),
+    );
     f.born = Born(Some(std::time::Instant::now()));
     f
 }
@@ -346,12 +354,12 @@ pub fn delta(
 mod erased {
     /// Serialise into a buffer; these types never fail to serialise.
     pub trait Json {
-        fn write(&self, buf: &mut Vec<u8>);
+        fn write(&self, buf: &mut String);
     }
 
     impl<T: serde::Serialize> Json for T {
-        fn write(&self, buf: &mut Vec<u8>) {
-            serde_json::to_writer(buf, self).expect("frame parts serialise");
+        fn write(&self, buf: &mut String) {
+            crate::compact_json::write(buf, self).expect("frame parts serialise");
         }
     }
 }
@@ -366,8 +374,9 @@ pub fn snapshot(cursor: u64, epoch: &str, state: &serde_json::Value) -> Frame {
         epoch: &'a str,
         state: &'a serde_json::Value,
     }
-    let mut buf = Vec::with_capacity(1024);
-    sse_head(&mut buf, FrameKind::Snapshot, epoch, Some(cursor));
+    let mut head = String::with_capacity(1024);
+    sse_head(&mut head, FrameKind::Snapshot, epoch, Some(cursor));
+    let mut buf = head.into_bytes();
     let start = buf.len();
     serde_json::to_writer(
         &mut buf,

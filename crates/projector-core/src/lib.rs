@@ -8,6 +8,8 @@
 //!   [`mod@event::normalize`]), validation, redaction, strict body reading.
 //! - [`projection`]: the read model and its pure reducer (fact -> chunks),
 //!   one room per surface; [`projection::ui_message`] is the AI SDK message.
+//! - [`compact_json`]: serde_json's compact bytes, written sooner (the
+//!   hot encodings: a stored fact, a surface entry, a chunk).
 //! - [`frame`]: snapshot/delta/reset frames, encoded once and shared.
 //! - [`producer`]: the idempotent producers' rule (exactly-once appends
 //!   and epoch fencing), for streams and sessions alike.
@@ -17,7 +19,10 @@
 //! around them and nothing here knows of it.
 #![forbid(unsafe_code)]
 
+pub mod compact_json;
 pub mod event;
 pub mod frame;
 pub mod producer;
 pub mod projection;
+#[cfg(test)]
+mod test_rng;

@@ -154,7 +154,7 @@ impl RawJson {
         thread_local!(static BUF: RefCell<String> = const { RefCell::new(String::new()) });
         let encode = |buf: &mut String| {
             buf.clear();
-            super::compact_json::write(buf, value).ok()?;
+            crate::compact_json::write(buf, value).ok()?;
             Some(RawJson(buf.as_str().into()))
         };
         BUF.with(|b| match b.try_borrow_mut() {
@@ -235,16 +235,16 @@ impl Chunk {
 
     /// Append the chunk's JSON to `buf`: the bytes `serde_json` writes for
     /// it, with a surface entry's data copied as it is.
-    pub fn write_json(&self, buf: &mut Vec<u8>) {
+    pub fn write_json(&self, buf: &mut String) {
         match self {
             Chunk::Surface { id, data, .. } => {
-                buf.extend_from_slice(b"{\"type\":");
+                buf.push_str("{\"type\":");
                 json_to(buf, &self.type_name());
-                buf.extend_from_slice(b",\"id\":");
+                buf.push_str(",\"id\":");
                 json_to(buf, id);
-                buf.extend_from_slice(b",\"data\":");
-                buf.extend_from_slice(data.get().as_bytes());
-                buf.push(b'}');
+                buf.push_str(",\"data\":");
+                buf.push_str(data.get());
+                buf.push('}');
             }
             _ => json_to(buf, self),
         }
@@ -261,9 +261,10 @@ impl Chunk {
     }
 }
 
-/// Append `v` as JSON (chunks and their fields always serialise).
-fn json_to<T: Serialize + ?Sized>(buf: &mut Vec<u8>, v: &T) {
-    serde_json::to_writer(buf, v).expect("chunks serialise");
+/// Append `v` as JSON (chunks and their fields always serialise), by
+/// `compact_json`: serde_json's bytes, sooner.
+fn json_to<T: Serialize + ?Sized>(buf: &mut String, v: &T) {
+    crate::compact_json::write(buf, v).expect("chunks serialise");
 }
 
 impl Serialize for Chunk {
@@ -487,9 +488,9 @@ mod tests {
             data: RawJson::of(entry),
         };
         let want = String::from_utf8(serde_json::to_vec(&old).unwrap()).unwrap();
-        let mut buf = Vec::new();
+        let mut buf = String::new();
         new.write_json(&mut buf);
-        assert_eq!(String::from_utf8(buf).unwrap(), want, "write_json");
+        assert_eq!(buf, want, "write_json");
         let generic = String::from_utf8(serde_json::to_vec(&new).unwrap()).unwrap();
         assert_eq!(generic, want, "Serialize");
         assert_eq!(new.type_name(), old.type_name());

@@ -16,9 +16,8 @@
 //!   `permissions.rs`, `plans.rs`, `app_patch.rs` (`state.app`, JSON Patch);
 //! - shapes: `public_state/` (the snapshot's types), `ui_message/` (the AI
 //!   SDK `UIMessage`, its parts and replay), `chunk.rs` (`UIMessageChunk`),
-//!   `surface_json.rs` (a touched surface entry's JSON), `compact_json/`
-//!   (compact JSON for the hot encodings), `umo_blocks.rs` and `umo_live.rs`
-//!   (the Umo Editor view);
+//!   `surface_json.rs` (a touched surface entry's JSON), `umo_blocks.rs`
+//!   and `umo_live.rs` (the Umo Editor view);
 //! - bookkeeping indexes: `part_ids.rs`, `hash_index.rs`;
 //! - `tests/`: the reducer's tests (a test in the server crate checks that
 //!   every file named here exists).
@@ -31,7 +30,6 @@ mod attempts;
 pub mod chunk;
 mod coding;
 mod collaboration;
-mod compact_json;
 mod evidence;
 mod hash_index;
 pub mod idle;
@@ -59,9 +57,6 @@ pub mod umo_live;
 #[cfg(test)]
 #[path = "tests/conformance.rs"]
 mod conformance_tests;
-#[cfg(test)]
-#[path = "tests/rng.rs"]
-mod test_rng;
 #[cfg(test)]
 #[path = "tests/run.rs"]
 mod tests;

@@ -95,7 +95,7 @@ mod tests {
     #[test]
     fn used_agrees_with_a_scan() {
         let (msgs, ids) = (["m1", "m2", "m3"], ["a", "b", "m1-t0", "m1-t1", "x"]);
-        let mut next = crate::projection::test_rng::lcg(11);
+        let mut next = crate::test_rng::lcg(11);
         let mut p = PartIds::default();
         for step in 0..600 {
             match next(10) {

@@ -91,3 +91,25 @@ mod erased {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::projection::public_state::Runtime;
+
+    #[test]
+    fn the_runtime_is_written_by_compact_json_as_serde_json_writes_it() {
+        let odd = "é \"q\" \\ \u{1}\u{1f}\u{7f}\u{2028}\t\n\r</script>".to_string();
+        let runtime = Runtime {
+            status: odd.clone(),
+            run_id: Some(odd),
+            retryable: Some(true),
+            pending_actions: 3,
+            ..Runtime::default()
+        };
+        for r in [&runtime, &Runtime::default()] {
+            let mut got = String::new();
+            crate::compact_json::write(&mut got, r).unwrap();
+            assert_eq!(got, serde_json::to_string(r).unwrap());
+        }
+    }
+}

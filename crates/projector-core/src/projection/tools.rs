@@ -8,10 +8,10 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::chunk::Chunk;
-use super::compact_json;
 use super::public_state::{Severity, ToolEntry};
 use super::reducer::{push_unique, truncate, Reducer};
 use super::ui_message::{Part, ToolState};
+use crate::compact_json;
 
 /// A summary is inlined in a tool output only up to this JSON size.
 pub const MAX_INLINE_SUMMARY: usize = 2_000;

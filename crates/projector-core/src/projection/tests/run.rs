@@ -538,7 +538,7 @@ fn random_fact_streams_keep_the_invariants() {
     ];
     const WORDS: &[&str] = &["", "a", "ab", "abc", "b", "héllo", "abcd", " "];
     for seed in 0..40u64 {
-        let mut next = super::test_rng::lcg(
+        let mut next = crate::test_rng::lcg(
             seed.wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407),
         );

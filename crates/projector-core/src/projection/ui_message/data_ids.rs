@@ -92,7 +92,7 @@ mod tests {
     #[test]
     fn the_index_agrees_with_a_scan() {
         let (names, ids) = (["card", "file", "note"], ["a", "b", "c", "d", "ab"]);
-        let mut next = crate::projection::test_rng::lcg(7);
+        let mut next = crate::test_rng::lcg(7);
         let mut m = Message::new("m", Role::Assistant, 0);
         for step in 0..400u64 {
             let c = match next(5) {

@@ -1,5 +1,6 @@
-//! A seeded pseudo-random source for the projection's property tests: the
-//! same seed always gives the same sequence, so a failure replays.
+//! A seeded pseudo-random source for the core's property tests (the
+//! projection's, compact JSON's): the same seed always gives the same
+//! sequence, so a failure replays.
 
 /// `next(n)`: the next value in `0..n`, from a linear congruential
 /// generator started at `state`.

@@ -1,10 +1,11 @@
-//! Compact JSON for the reducer's hot encodings (surface entries, the
-//! runtime): a `serde::Serializer` that writes the same bytes as
+//! Compact JSON for the hot encodings (surface entries, the runtime, a
+//! delta frame and its chunks, a stored fact, an ingest reply): a
+//! `serde::Serializer` that writes the same bytes as
 //! `serde_json::to_writer`, with object keys and strings that need no
 //! escaping copied in one piece instead of scanned through `io::Write` a
 //! fragment at a time. Anything it does not write the way serde_json would
 //! (a raw value, a map key that is not a string, an error) makes
-//! [`write`] fall back to serde_json for the whole value.
+//! [`write()`] fall back to serde_json for the whole value.
 
 use std::cell::Cell;
 
