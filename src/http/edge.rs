@@ -1,5 +1,6 @@
 //! The layer every route's request passes through last before its
-//! handler: the request is served in its tracing span (`http`: method,
+//! handler: the request gets its id (`X-Request-Id`, the caller's or a new
+//! one, sent back on the response), is served in its tracing span (`http`: method,
 //! path, request id, session id; joined to the caller's trace when traces
 //! are exported), an error response that is not problem+json (a framework
 //! rejection) becomes one, an event stream is gzipped when the client
@@ -21,6 +22,7 @@ use std::task::{Context, Poll};
 
 use axum::extract::Request;
 use axum::http::header::CONTENT_TYPE;
+use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 use tower::{Layer, Service};
 use tracing::Instrument;
@@ -73,7 +75,8 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request) -> Self::Future {
+    fn call(&mut self, mut req: Request) -> Self::Future {
+        let id = request_id(&mut req);
         let span = span_of(&req);
         let seen = Seen::of(&req);
         let gzip = compress::wanted(&self.state, req.headers());
@@ -81,7 +84,8 @@ where
         Box::pin(
             async move {
                 let Ok(resp) = response.await;
-                let resp = compress::event_stream(gzip, problem_for_plain_errors(resp).await);
+                let mut resp = compress::event_stream(gzip, problem_for_plain_errors(resp).await);
+                resp.headers_mut().entry(REQUEST_ID).or_insert(id);
                 let status = resp.status();
                 let latency_ms = seen.record(status).as_secs_f64() * 1e3;
                 if status.is_server_error() {
@@ -98,6 +102,21 @@ where
             .instrument(span),
         )
     }
+}
+
+/// The request's id: the caller's `X-Request-Id`, else a new UUID set on
+/// the request (its span names it); the response carries it back. Here
+/// rather than in tower-http's two request-id layers, which each wrapped
+/// every request and response and added an extension nothing read.
+fn request_id(req: &mut Request) -> HeaderValue {
+    if let Some(id) = req.headers().get(&REQUEST_ID) {
+        return id.clone();
+    }
+    let mut buf = uuid::Uuid::encode_buffer();
+    let text = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
+    let id = HeaderValue::from_str(text).expect("a UUID is a header value");
+    req.headers_mut().insert(REQUEST_ID, id.clone());
+    id
 }
 
 /// The request's span.

@@ -38,12 +38,9 @@ use axum::http::{HeaderName, HeaderValue, Method};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceBuilder;
+use tower::{Layer, ServiceBuilder};
 use tower_http::compression::{Compression, CompressionLayer};
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
-use tower_http::request_id::{
-    MakeRequestUuid, PropagateRequestId, PropagateRequestIdLayer, SetRequestId, SetRequestIdLayer,
-};
 use tower_http::set_header::{SetResponseHeader, SetResponseHeaderLayer};
 
 use crate::config::Config;
@@ -121,20 +118,17 @@ impl AppState {
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The whole API as the server runs it: the routes, each behind the
-/// `edge` layer (which needs the route matched), inside the layers every
-/// request passes once (CORS, request id, compression).
+/// `edge` layer (request id, span, problem+json, metrics: it needs the
+/// route matched), inside the layers every request passes once (CORS,
+/// compression).
 ///
 /// Those layers wrap the router, not each route: layered on the router
 /// (`Router::layer`) they were part of every route's boxed service, which
 /// a request clones, so that each request boxed and cloned the whole stack
 /// (the CORS lists with it) four times over. Around the router a request
 /// clones them once, with the connection's service.
-pub type App = SetResponseHeader<
-    front::CorsWhenAsked<
-        SetRequestId<PropagateRequestId<Compression<Router, front::Worth>>, MakeRequestUuid>,
-    >,
-    HeaderValue,
->;
+pub type App =
+    SetResponseHeader<front::CorsWhenAsked<Compression<Router, front::Worth>>, HeaderValue>;
 
 /// What a response varies with for CORS, on every response (preflights
 /// too), as one constant: tower-http's CORS layer joins its list into a new
@@ -175,11 +169,7 @@ pub fn router(state: AppState) -> App {
     let compression = CompressionLayer::new()
         .gzip(true)
         .compress_when(front::worth(state.cfg.http.compression));
-    let inner = ServiceBuilder::new()
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(compression)
-        .service(routes.with_state(state));
+    let inner = compression.layer(routes.with_state(state));
     ServiceBuilder::new()
         .layer(SetResponseHeaderLayer::appending(
             axum::http::header::VARY,
