@@ -9,7 +9,7 @@
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
@@ -184,10 +184,12 @@ impl Batch {
 }
 
 /// The request's `Idempotency-Key` (keys the ids derived for events sent
-/// without one).
-fn idempotency_key(headers: &HeaderMap) -> Option<String> {
+/// without one). Looked up by a constant name: by a `&str` the name was
+/// parsed and checked at every request.
+pub(super) fn idempotency_key(headers: &HeaderMap) -> Option<String> {
+    const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
     headers
-        .get("idempotency-key")
+        .get(IDEMPOTENCY_KEY)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
 }

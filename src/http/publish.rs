@@ -85,10 +85,7 @@ pub async fn post_publish(
 ) -> Result<Response, Problem> {
     caller.require(Scope::Publish, Some(&session.0))?;
     ndjson(&headers)?;
-    let key = headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
+    let key = super::ingest::idempotency_key(&headers);
     let publisher = Publisher::new(st.clone(), caller, session.0, key);
     let (tx, rx) = mpsc::channel::<Bytes>(ACKS_QUEUED);
     tokio::spawn(read_body(st, publisher, body, tx));
