@@ -3,6 +3,7 @@
 //! WebSocket and the store) and each chunk's JSON (for the AI SDK stream)
 //! are zero-copy slices of it. Every subscriber shares the same `Arc<Frame>`.
 
+use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -162,15 +163,24 @@ fn sse_head(buf: &mut String, kind: FrameKind, epoch: &str, cursor: Option<u64>)
 }
 
 fn finish(
-    buf: Vec<u8>,
+    mut buf: Vec<u8>,
     json: Range<usize>,
     kind: FrameKind,
     cursor: Option<u64>,
     spans: Option<Vec<ChunkSpan>>,
 ) -> Frame {
-    let mut buf = buf;
     buf.extend_from_slice(b"\n\n");
-    let sse = Bytes::from(buf);
+    framed(Bytes::from(buf), json, kind, cursor, spans)
+}
+
+/// The frame of `sse`, its SSE text ended, with its JSON at `json`.
+fn framed(
+    sse: Bytes,
+    json: Range<usize>,
+    kind: FrameKind,
+    cursor: Option<u64>,
+    spans: Option<Vec<ChunkSpan>>,
+) -> Frame {
     Frame {
         kind,
         cursor,
@@ -290,20 +300,56 @@ pub fn delta(
     timeline: Option<&TimelineEntry>,
     chunks: &[ChunkOut],
 ) -> Frame {
-    // Text: written by `compact_json` (serde_json's bytes, sooner).
-    let mut buf = String::with_capacity(128 + chunks.len() * 96);
-    sse_head(&mut buf, FrameKind::Delta, epoch, Some(cursor));
+    // Written by `compact_json` (serde_json's bytes, sooner) in a buffer
+    // the thread keeps, then copied out at its size: a buffer of a guessed
+    // size grew for most text deltas (0.7% of a single-event POST's
+    // instructions) and kept the spare room for the frame's life.
+    thread_local!(static BUF: RefCell<String> = const { RefCell::new(String::new()) });
+    BUF.with(|b| match b.try_borrow_mut() {
+        Ok(mut buf) => delta_in(
+            &mut buf,
+            epoch,
+            cursor,
+            event_id,
+            event_class,
+            timeline,
+            chunks,
+        ),
+        Err(_) => delta_in(
+            &mut String::new(),
+            epoch,
+            cursor,
+            event_id,
+            event_class,
+            timeline,
+            chunks,
+        ),
+    })
+}
+
+/// [`delta`], written in `buf`.
+fn delta_in(
+    buf: &mut String,
+    epoch: &str,
+    cursor: u64,
+    event_id: &str,
+    event_class: &str,
+    timeline: Option<&TimelineEntry>,
+    chunks: &[ChunkOut],
+) -> Frame {
+    buf.clear();
+    sse_head(buf, FrameKind::Delta, epoch, Some(cursor));
     let start = buf.len();
     let put = |buf: &mut String, v: &dyn erased::Json| v.write(buf);
     buf.push_str("{\"type\":\"delta\",\"cursor\":");
     buf.push_str(itoa::Buffer::new().format(cursor));
     buf.push_str(",\"eventId\":");
-    put(&mut buf, &event_id);
+    put(buf, &event_id);
     buf.push_str(",\"eventClass\":");
-    put(&mut buf, &event_class);
+    put(buf, &event_class);
     if let Some(t) = timeline.filter(|t| has_more(t)) {
         buf.push_str(",\"timeline\":");
-        write_timeline(&mut buf, t);
+        write_timeline(buf, t);
     }
     buf.push_str(",\"chunks\":[");
     let mut spans = Vec::with_capacity(chunks.len());
@@ -312,10 +358,10 @@ pub fn delta(
             buf.push(',');
         }
         buf.push_str("{\"messageId\":");
-        put(&mut buf, &c.message_id.as_deref());
+        put(buf, &c.message_id.as_deref());
         if let Some(role) = &c.role {
             buf.push_str(",\"role\":");
-            put(&mut buf, role);
+            put(buf, role);
         }
         if let Some(o) = &c.origin {
             for (key, v) in [
@@ -325,13 +371,13 @@ pub fn delta(
             ] {
                 if let Some(v) = v {
                     buf.push_str(key);
-                    put(&mut buf, v);
+                    put(buf, v);
                 }
             }
         }
         buf.push_str(",\"chunk\":");
         let s = buf.len();
-        c.chunk.write_json(&mut buf);
+        c.chunk.write_json(buf);
         spans.push(ChunkSpan {
             message_id: c.message_id.clone(),
             range: s - start..buf.len() - start,
@@ -340,13 +386,9 @@ pub fn delta(
     }
     buf.push_str("]}");
     let end = buf.len();
-    let mut f = finish(
-        buf.into_bytes(),
-        start..end,
-        FrameKind::Delta,
-        Some(cursor),
-        Some(spans),
-    );
+    buf.push_str("\n\n");
+    let sse = Bytes::copy_from_slice(buf.as_bytes());
+    let mut f = framed(sse, start..end, FrameKind::Delta, Some(cursor), Some(spans));
     f.born = Born(Some(std::time::Instant::now()));
     f
 }
