@@ -300,97 +300,77 @@ pub fn delta(
     timeline: Option<&TimelineEntry>,
     chunks: &[ChunkOut],
 ) -> Frame {
-    // Written by `compact_json` (serde_json's bytes, sooner) in a buffer
-    // the thread keeps, then copied out at its size: a buffer of a guessed
-    // size grew for most text deltas (0.7% of a single-event POST's
-    // instructions) and kept the spare room for the frame's life.
-    thread_local!(static BUF: RefCell<String> = const { RefCell::new(String::new()) });
-    BUF.with(|b| match b.try_borrow_mut() {
-        Ok(mut buf) => delta_in(
-            &mut buf,
-            epoch,
-            cursor,
-            event_id,
-            event_class,
-            timeline,
-            chunks,
-        ),
-        Err(_) => delta_in(
-            &mut String::new(),
-            epoch,
-            cursor,
-            event_id,
-            event_class,
-            timeline,
-            chunks,
-        ),
+    // Written by `compact_json` (serde_json's bytes, sooner).
+    with_buf(|buf| {
+        sse_head(buf, FrameKind::Delta, epoch, Some(cursor));
+        let start = buf.len();
+        let put = |buf: &mut String, v: &dyn erased::Json| v.write(buf);
+        buf.push_str("{\"type\":\"delta\",\"cursor\":");
+        buf.push_str(itoa::Buffer::new().format(cursor));
+        buf.push_str(",\"eventId\":");
+        put(buf, &event_id);
+        buf.push_str(",\"eventClass\":");
+        put(buf, &event_class);
+        if let Some(t) = timeline.filter(|t| has_more(t)) {
+            buf.push_str(",\"timeline\":");
+            write_timeline(buf, t);
+        }
+        buf.push_str(",\"chunks\":[");
+        let mut spans = Vec::with_capacity(chunks.len());
+        for (i, c) in chunks.iter().enumerate() {
+            if i > 0 {
+                buf.push(',');
+            }
+            buf.push_str("{\"messageId\":");
+            put(buf, &c.message_id.as_deref());
+            if let Some(role) = &c.role {
+                buf.push_str(",\"role\":");
+                put(buf, role);
+            }
+            if let Some(o) = &c.origin {
+                for (key, v) in [
+                    (",\"agentId\":", &o.agent_id),
+                    (",\"turnId\":", &o.turn_id),
+                    (",\"runId\":", &o.run_id),
+                ] {
+                    if let Some(v) = v {
+                        buf.push_str(key);
+                        put(buf, v);
+                    }
+                }
+            }
+            buf.push_str(",\"chunk\":");
+            let s = buf.len();
+            c.chunk.write_json(buf);
+            spans.push(ChunkSpan {
+                message_id: c.message_id.clone(),
+                range: s - start..buf.len() - start,
+            });
+            buf.push('}');
+        }
+        buf.push_str("]}");
+        let end = buf.len();
+        buf.push_str("\n\n");
+        let sse = Bytes::copy_from_slice(buf.as_bytes());
+        let mut f = framed(sse, start..end, FrameKind::Delta, Some(cursor), Some(spans));
+        f.born = Born(Some(std::time::Instant::now()));
+        f
     })
 }
 
-/// [`delta`], written in `buf`.
-fn delta_in(
-    buf: &mut String,
-    epoch: &str,
-    cursor: u64,
-    event_id: &str,
-    event_class: &str,
-    timeline: Option<&TimelineEntry>,
-    chunks: &[ChunkOut],
-) -> Frame {
-    buf.clear();
-    sse_head(buf, FrameKind::Delta, epoch, Some(cursor));
-    let start = buf.len();
-    let put = |buf: &mut String, v: &dyn erased::Json| v.write(buf);
-    buf.push_str("{\"type\":\"delta\",\"cursor\":");
-    buf.push_str(itoa::Buffer::new().format(cursor));
-    buf.push_str(",\"eventId\":");
-    put(buf, &event_id);
-    buf.push_str(",\"eventClass\":");
-    put(buf, &event_class);
-    if let Some(t) = timeline.filter(|t| has_more(t)) {
-        buf.push_str(",\"timeline\":");
-        write_timeline(buf, t);
-    }
-    buf.push_str(",\"chunks\":[");
-    let mut spans = Vec::with_capacity(chunks.len());
-    for (i, c) in chunks.iter().enumerate() {
-        if i > 0 {
-            buf.push(',');
+/// `f` with an empty buffer the thread keeps (a new one if it is in use):
+/// what is written in it is copied out at its size, and a buffer of a
+/// guessed size grew for most text deltas (0.7% of a single-event POST's
+/// instructions) and kept the spare room for the frame's life.
+fn with_buf<T>(f: impl FnOnce(&mut String) -> T) -> T {
+    thread_local!(static BUF: RefCell<String> = const { RefCell::new(String::new()) });
+    BUF.with(|b| match b.try_borrow_mut() {
+        Ok(mut buf) => {
+            buf.clear();
+            f(&mut buf)
         }
-        buf.push_str("{\"messageId\":");
-        put(buf, &c.message_id.as_deref());
-        if let Some(role) = &c.role {
-            buf.push_str(",\"role\":");
-            put(buf, role);
-        }
-        if let Some(o) = &c.origin {
-            for (key, v) in [
-                (",\"agentId\":", &o.agent_id),
-                (",\"turnId\":", &o.turn_id),
-                (",\"runId\":", &o.run_id),
-            ] {
-                if let Some(v) = v {
-                    buf.push_str(key);
-                    put(buf, v);
-                }
-            }
-        }
-        buf.push_str(",\"chunk\":");
-        let s = buf.len();
-        c.chunk.write_json(buf);
-        spans.push(ChunkSpan {
-            message_id: c.message_id.clone(),
-            range: s - start..buf.len() - start,
-        });
-        buf.push('}');
-    }
-    buf.push_str("]}");
-    let end = buf.len();
-    buf.push_str("\n\n");
-    let sse = Bytes::copy_from_slice(buf.as_bytes());
-    let mut f = framed(sse, start..end, FrameKind::Delta, Some(cursor), Some(spans));
-    f.born = Born(Some(std::time::Instant::now()));
-    f
+        Err(_) => f(&mut String::new()),
+    })
 }
 
 mod erased {
