@@ -5,10 +5,12 @@
 #
 #   bench/callgrind/ingest.sh SERVER [N] [C]
 #
-# SERVER is an agent-projector binary (run on the memory store) or the load
+# SERVER is an agent-projector binary (on the memory store, or STORE) or the load
 # bench's binary (target/release/deps/load-*: its parse-only floor). N POSTs
 # (default 4000) over C connections (default 8) are counted, after 800
-# uncounted ones. GZIP=1: each request accepts gzip. Needs valgrind.
+# uncounted ones. GZIP=1: each request accepts gzip. STORE=embedded: the
+# durable store (its log is flushed every 250 ms of a run valgrind slows
+# down, so each flush is smaller than at full speed). Needs valgrind.
 set -euo pipefail
 BIN=$1; N=${2:-4000}; C=${3:-8}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -17,7 +19,7 @@ trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/data"
 case "$(basename "$BIN")" in
   load-*) ARGS=(--ingest-floor --listen 127.0.0.1:0) ;;
-  *) ARGS=(--listen 127.0.0.1:0 --store memory --data-dir "$WORK/data") ;;
+  *) ARGS=(--listen 127.0.0.1:0 --store "${STORE:-memory}" --data-dir "$WORK/data") ;;
 esac
 NO_COLOR=1 RUST_LOG=warn,agent_projector=info \
   PROJECTOR_LIMITS__INGEST_EVENTS_PER_SEC_PER_SESSION=0 \
