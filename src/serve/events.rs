@@ -222,7 +222,7 @@ async fn respond(io: &Arc<TcpStream>, resp: Response<Body>, http10: bool) -> io:
                 let Some(s) = sh
                     .link
                     .idle_at()
-                    .and_then(|last| sh.shards.join(&sh.session, io, last, &sh.link, cx))
+                    .and_then(|idle| sh.shards.join(&sh.session, io, idle, &sh.link, cx))
                 else {
                     return Poll::Pending;
                 };

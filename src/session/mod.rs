@@ -102,6 +102,8 @@ pub enum Start {
 #[derive(Debug)]
 pub struct Subscription {
     pub rx: broadcast::Receiver<SharedFrame>,
+    /// The feed `rx` is on, as the shared writers see it.
+    pub view: Arc<FeedView>,
     pub meta: SessionMeta,
     pub start: Start,
 }
@@ -228,16 +230,47 @@ pub enum Command {
 }
 
 /// A session's live feed as the registry and the shared writers see it:
-/// the sender, while the actor has one, and how many subscribers the shared
+/// the sender, while the actor has one, how many subscribers the shared
 /// writers (`stream::shard`) hold beyond their one receiver each, so that
-/// the subscribers are counted as streams, not receivers.
+/// the subscribers are counted as streams, not receivers, and how many
+/// frames the actor has begun and finished sending on it.
 #[derive(Debug, Default)]
 pub struct FeedView {
     sender: std::sync::Mutex<Option<broadcast::WeakSender<SharedFrame>>>,
     in_writers: std::sync::atomic::AtomicIsize,
+    /// Frames the actor began to send: counted before each send, so that a
+    /// receiver subscribed after a send sees it counted
+    /// ([`FeedView::begun`]).
+    begun: std::sync::atomic::AtomicU64,
+    /// Frames the actor has sent: counted after each send, so that every
+    /// frame counted is in a receiver subscribed before it
+    /// ([`FeedView::sent`]).
+    sent: std::sync::atomic::AtomicU64,
 }
 
 impl FeedView {
+    /// How many frames have been sent on the session's feeds. A subscriber
+    /// that reads this, then finds its feed empty, has taken every one of
+    /// them.
+    pub fn sent(&self) -> u64 {
+        self.sent.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// How many frames the actor has begun to send. A receiver subscribed
+    /// before this is read gets every frame after this many (the ones
+    /// before may have gone before it was there).
+    pub fn begun(&self) -> u64 {
+        self.begun.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The actor: send `frame` on `feed`, counted on both sides.
+    fn send(&self, feed: &broadcast::Sender<SharedFrame>, frame: SharedFrame) {
+        use std::sync::atomic::Ordering::Release;
+        self.begun.fetch_add(1, Release);
+        let _ = feed.send(frame);
+        self.sent.fetch_add(1, Release);
+    }
+
     /// The feed's sender, while the actor has a feed.
     pub fn sender(&self) -> Option<broadcast::WeakSender<SharedFrame>> {
         self.sender

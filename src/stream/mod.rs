@@ -54,7 +54,7 @@ use tokio_stream::wrappers::{errors::BroadcastStreamRecvError, BroadcastStream};
 use tracing::debug;
 
 use crate::frame::{self, Frame, FrameKind, SharedFrame};
-use crate::session::{Registry, SessionError, Start, Subscription};
+use crate::session::{FeedView, Registry, SessionError, Start, Subscription};
 use crate::store::{SessionMeta, StoreError, StoredEvent};
 
 /// One chunk of a delta frame, as the views over the frames read it back.
@@ -108,6 +108,8 @@ struct Subscriber {
     page: usize,
     epoch: Option<String>,
     rx: Option<BroadcastStream<SharedFrame>>,
+    /// The feed `rx` is on, as the shared writers see it.
+    view: Option<Arc<FeedView>>,
     last: u64,
     pending: VecDeque<SharedFrame>,
     phase: Phase,
@@ -145,6 +147,7 @@ pub(crate) fn linked(
         page: replay_page,
         epoch: from.epoch,
         rx: None,
+        view: None,
         last: 0,
         pending: VecDeque::new(),
         phase: Phase::Subscribe {
@@ -171,6 +174,7 @@ pub fn frames_after(
         page: replay_page,
         epoch: Some(meta.epoch.clone()),
         rx: Some(BroadcastStream::new(rx)),
+        view: None,
         last: meta.head,
         pending: VecDeque::new(),
         phase: Phase::Live,
@@ -249,9 +253,14 @@ impl Stream for Subscriber {
                         this.resubscribe();
                         continue;
                     };
+                    // Read before the feed is looked at: found empty, the
+                    // subscriber has taken every frame sent before, and a
+                    // writer made later knows whether it missed one.
+                    let sent = this.link.as_ref().and(this.view.as_ref()).map(|v| v.sent());
                     let Poll::Ready(got) = rx.poll_next_unpin(cx) else {
-                        if let Some(link) = &this.link {
-                            link.idle(this.last);
+                        if let (Some(link), Some(view), Some(sent)) = (&this.link, &this.view, sent)
+                        {
+                            link.idle(this.last, sent, view);
                         }
                         return Poll::Pending;
                     };
@@ -293,6 +302,7 @@ impl Subscriber {
         };
         self.epoch = Some(sub.meta.epoch.clone());
         self.rx = Some(BroadcastStream::new(sub.rx));
+        self.view = Some(sub.view);
         match sub.start {
             Start::Resume { after } => {
                 self.last = after;

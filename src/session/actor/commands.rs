@@ -34,6 +34,7 @@ impl Actor {
         };
         Subscription {
             rx: self.subscribe_feed(),
+            view: self.feed_view.clone(),
             meta,
             start,
         }

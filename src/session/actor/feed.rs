@@ -36,7 +36,7 @@ impl Actor {
             self.drop_feed();
             return;
         }
-        let _ = f.send(frame);
+        self.feed_view.send(f, frame);
     }
 
     pub(super) fn drop_feed(&mut self) {

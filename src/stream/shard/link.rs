@@ -3,7 +3,7 @@
 //! writer gave back with it.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Context;
 
@@ -13,6 +13,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use crate::frame::SharedFrame;
+use crate::session::FeedView;
 
 /// `idle_at` when the subscriber is not live and caught up.
 const BUSY: u64 = u64::MAX;
@@ -29,11 +30,40 @@ pub(crate) enum Socket {
     Back,
 }
 
+/// Where a subscriber found its feed empty ([`Link::idle_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Idle {
+    /// Its cursor.
+    pub cursor: u64,
+    /// The frames sent on its feed before it looked ([`FeedView::sent`]):
+    /// it has taken all of them.
+    pub sent: u64,
+    /// Which feed: the address of its [`FeedView`].
+    pub feed: usize,
+}
+
+impl Idle {
+    /// Whether a writer on `feed` that gets every frame after the first
+    /// `follows` sent on it has every frame this subscriber has not taken:
+    /// the same feed, and no frame begun after the subscriber's look that
+    /// could have gone before the writer followed. A writer whose receiver
+    /// came after a frame the subscriber had not taken would never have it:
+    /// the frame waited for the next one, or for a heartbeat, to show the
+    /// hole (`tests.rs`).
+    pub(crate) fn covers(&self, feed: &Arc<FeedView>, follows: u64) -> bool {
+        Arc::as_ptr(feed) as usize == self.feed && follows <= self.sent
+    }
+}
+
 /// What a linked subscriber (the stream) and its connection share.
 pub(crate) struct Link {
     /// The subscriber's cursor when it last found its feed empty while
     /// live; [`BUSY`] once it was polled again.
     idle_at: AtomicU64,
+    /// [`Idle::sent`] and [`Idle::feed`] of that look (read with
+    /// `idle_at`, by the task that wrote them).
+    idle_sent: AtomicU64,
+    idle_feed: AtomicUsize,
     /// [`Socket`], as a number.
     socket: AtomicU8,
     back: Mutex<Back>,
@@ -90,6 +120,8 @@ impl Link {
     pub(crate) fn new() -> Arc<Self> {
         Arc::new(Self {
             idle_at: AtomicU64::new(BUSY),
+            idle_sent: AtomicU64::new(0),
+            idle_feed: AtomicUsize::new(0),
             socket: AtomicU8::new(Socket::Own as u8),
             back: Mutex::new(Back::default()),
             task: AtomicWaker::new(),
@@ -100,8 +132,13 @@ impl Link {
         self.back.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The subscriber: live, caught up at `cursor`, waiting on its feed.
-    pub(crate) fn idle(&self, cursor: u64) {
+    /// The subscriber: live, caught up at `cursor`, waiting on its feed
+    /// (`feed`), having taken the `sent` frames sent on it before it
+    /// looked.
+    pub(crate) fn idle(&self, cursor: u64, sent: u64, feed: &Arc<FeedView>) {
+        self.idle_sent.store(sent, Ordering::Relaxed);
+        self.idle_feed
+            .store(Arc::as_ptr(feed) as usize, Ordering::Relaxed);
         self.idle_at.store(cursor, Ordering::Relaxed);
     }
 
@@ -113,9 +150,14 @@ impl Link {
         }
     }
 
-    /// The connection: the cursor its subscriber is idle at, if it is.
-    pub(crate) fn idle_at(&self) -> Option<u64> {
-        Some(self.idle_at.load(Ordering::Relaxed)).filter(|c| *c != BUSY)
+    /// The connection: where its subscriber is idle, if it is.
+    pub(crate) fn idle_at(&self) -> Option<Idle> {
+        let cursor = self.idle_at.load(Ordering::Relaxed);
+        (cursor != BUSY).then(|| Idle {
+            cursor,
+            sent: self.idle_sent.load(Ordering::Relaxed),
+            feed: self.idle_feed.load(Ordering::Relaxed),
+        })
     }
 
     /// The connection: its socket is in a writer now; the subscriber is to

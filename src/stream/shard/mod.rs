@@ -8,10 +8,11 @@
 //!
 //! A connection joins a writer only when its own stream is live, caught up
 //! and flushed ([`Link::idle_at`]), at the cursor it stands at, and only if
-//! the writer has not passed that cursor. Its subscriber then lets go of
-//! its feed and waits ([`Link::park`]). The connection gets its socket
-//! back, with the cursor the writer reached and any bytes of a frame the
-//! socket did not take, and its subscriber goes on from there:
+//! the writer has not passed that cursor and gets every frame the
+//! subscriber has not taken ([`Idle::covers`]). Its subscriber then lets
+//! go of its feed and waits ([`Link::park`]). The connection gets its
+//! socket back, with the cursor the writer reached and any bytes of a frame
+//! the socket did not take, and its subscriber goes on from there:
 //! - from the writer, when the socket would block (a slow client goes back
 //!   to its own task, which waits for the socket and catches up from the
 //!   store as usual), when a write fails (the client is gone), when the
@@ -30,6 +31,8 @@
 //! out; nothing is written twice or skipped.
 
 mod link;
+#[cfg(test)]
+mod tests;
 
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -47,7 +50,7 @@ use tokio::time::Instant;
 use crate::frame::{FrameKind, SharedFrame};
 use crate::session::{FeedView, Registry};
 
-pub(crate) use link::{Handback, Link, Resume, Socket};
+pub(crate) use link::{Handback, Idle, Link, Resume, Socket};
 
 /// Frames a writer takes off its feed at once (one write per socket).
 const BATCH: usize = 64;
@@ -82,6 +85,9 @@ struct Writer {
     key: (Arc<str>, usize),
     /// When the writer was made; `wrote` counts from it.
     born: Instant,
+    /// The frames begun on the feed when its receiver was there
+    /// ([`FeedView::begun`]): it gets every frame after them.
+    follows: u64,
     /// When it last wrote to its sockets, in nanoseconds after `born`
     /// (0: never).
     wrote: AtomicU64,
@@ -126,18 +132,21 @@ impl Shards {
         })
     }
 
-    /// Put `io`, whose subscriber is idle at `last`, into one of the
-    /// session's writers; `None` when the writer is past `last` (the
-    /// connection goes on by itself and tries again later) or the session
-    /// has no live feed.
+    /// Put `io`, whose subscriber is `idle`, into one of the session's
+    /// writers; `None` when the writer may not have every frame the
+    /// subscriber has not taken (it is past the subscriber's cursor, or
+    /// began to follow the feed after a frame the subscriber has not taken
+    /// was sent: the connection goes on by itself and tries again later) or
+    /// the session has no live feed.
     pub(crate) fn join(
         self: &Arc<Self>,
         session: &Arc<str>,
         io: &Arc<TcpStream>,
-        last: u64,
+        idle: Idle,
         link: &Arc<Link>,
         cx: &Context<'_>,
     ) -> Option<Seat> {
+        let last = idle.cursor;
         // The task a writer's hand-back wakes, known before the writer
         // can give it back.
         link.watch(cx);
@@ -150,10 +159,15 @@ impl Shards {
                     let view = self.registry.feed(session)?;
                     let feed = view.sender()?;
                     let rx = feed.upgrade()?.subscribe();
+                    let follows = view.begun();
+                    if !idle.covers(&view, follows) {
+                        return None;
+                    }
                     view.writers_took(-1);
                     let writer = Arc::new(Writer {
                         key: key.clone(),
                         born: Instant::now(),
+                        follows,
                         wrote: AtomicU64::new(0),
                         feed,
                         view,
@@ -176,7 +190,7 @@ impl Shards {
                 self.forget(&writer);
                 continue;
             }
-            if st.processed > last {
+            if st.processed > last || !idle.covers(&writer.view, writer.follows) {
                 return None;
             }
             let id = st.next_id;
