@@ -1,12 +1,12 @@
 //! The layer every route's request passes through last before its
 //! handler: the request gets its id (`X-Request-Id`, the caller's or a new
-//! one, sent back on the response), is served in its tracing span (`http`: method,
-//! path, request id, session id; joined to the caller's trace when traces
-//! are exported), an error response that is not problem+json (a framework
-//! rejection) becomes one, an event stream is gzipped when the client
-//! accepts it (`compress`), and the request is counted (`observe`) and
-//! logged as tower-http's trace layer did (`debug` when finished, `error`
-//! for a server error).
+//! one, sent back on the response), is served in its tracing span (`http`:
+//! method, path, request id, session id; joined to the caller's trace when
+//! traces are exported), an error response that is not problem+json (a
+//! framework rejection) becomes one, an event stream is gzipped when the
+//! client accepts it (`compress`), and the request is counted (`observe`)
+//! and logged as tower-http's trace layer did (`debug` when finished,
+//! `error` for a server error).
 //!
 //! One tower layer with one boxed future per request. As three axum
 //! middlewares (`from_fn`, `map_response`) each request paid a boxed
