@@ -187,7 +187,7 @@ impl Batch {
 /// without one). Looked up by a constant name: by a `&str` the name was
 /// parsed and checked at every request.
 pub(super) fn idempotency_key(headers: &HeaderMap) -> Option<String> {
-    const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+    const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static(crate::control::IDEMPOTENCY_HEADER);
     headers
         .get(IDEMPOTENCY_KEY)
         .and_then(|v| v.to_str().ok())

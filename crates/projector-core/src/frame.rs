@@ -3,7 +3,6 @@
 //! WebSocket and the store) and each chunk's JSON (for the AI SDK stream)
 //! are zero-copy slices of it. Every subscriber shares the same `Arc<Frame>`.
 
-use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -300,8 +299,9 @@ pub fn delta(
     timeline: Option<&TimelineEntry>,
     chunks: &[ChunkOut],
 ) -> Frame {
-    // Written by `compact_json` (serde_json's bytes, sooner).
-    with_buf(|buf| {
+    // Written by `compact_json` (serde_json's bytes, sooner) in the
+    // thread's buffer, and copied out at its size.
+    crate::compact_json::with_scratch(|buf| {
         sse_head(buf, FrameKind::Delta, epoch, Some(cursor));
         let start = buf.len();
         let put = |buf: &mut String, v: &dyn erased::Json| v.write(buf);
@@ -355,21 +355,6 @@ pub fn delta(
         let mut f = framed(sse, start..end, FrameKind::Delta, Some(cursor), Some(spans));
         f.born = Born(Some(std::time::Instant::now()));
         f
-    })
-}
-
-/// `f` with an empty buffer the thread keeps (a new one if it is in use):
-/// what is written in it is copied out at its size, and a buffer of a
-/// guessed size grew for most text deltas (0.7% of a single-event POST's
-/// instructions) and kept the spare room for the frame's life.
-fn with_buf<T>(f: impl FnOnce(&mut String) -> T) -> T {
-    thread_local!(static BUF: RefCell<String> = const { RefCell::new(String::new()) });
-    BUF.with(|b| match b.try_borrow_mut() {
-        Ok(mut buf) => {
-            buf.clear();
-            f(&mut buf)
-        }
-        Err(_) => f(&mut String::new()),
     })
 }
 

@@ -28,19 +28,17 @@ type Answer = Result<IngestOutcome, SessionError>;
 /// a conflict) for all of them.
 const COALESCE_EVENTS: usize = 4096;
 
-/// Room for a fact's JSON to start with: a text delta's fits.
-const FACT_BYTES: usize = 1024;
-
-/// `fact` as JSON, written in `scratch` and copied out at its size. Grown
-/// from empty, the buffer was reallocated six or seven times for each event
-/// (2% of a single-event POST's samples, docs/BENCHMARKS.md); the copy
-/// keeps no spare room in the stored bytes. By `compact_json`, serde_json's
-/// bytes without its writer's fragment-at-a-time strings (6% of a
-/// single-event POST's instructions went to this fact's serde_json).
-fn encoded(scratch: &mut String, fact: &Fact) -> bytes::Bytes {
-    scratch.clear();
-    crate::compact_json::write(scratch, fact).expect("facts serialise");
-    bytes::Bytes::copy_from_slice(scratch.as_bytes())
+/// `fact` as JSON, written in the thread's buffer and copied out at its
+/// size. Grown from empty, a buffer was reallocated six or seven times for
+/// each event (2% of a single-event POST's samples, docs/BENCHMARKS.md);
+/// the copy keeps no spare room in the stored bytes. By `compact_json`,
+/// serde_json's bytes without its writer's fragment-at-a-time strings (6%
+/// of a single-event POST's instructions went to this fact's serde_json).
+fn encoded(fact: &Fact) -> bytes::Bytes {
+    crate::compact_json::with_scratch(|buf| {
+        crate::compact_json::write(buf, fact).expect("facts serialise");
+        bytes::Bytes::copy_from_slice(buf.as_bytes())
+    })
 }
 
 impl Actor {
@@ -227,7 +225,6 @@ impl Actor {
         let mut in_group = HashSet::with_capacity(if total > 1 { total } else { 0 });
         let mut stored = Vec::with_capacity(total);
         let mut frames = Vec::with_capacity(total);
-        let mut scratch = String::with_capacity(FACT_BYTES);
         let mut outcomes = Vec::with_capacity(batches.len());
         let mut cursor = state.meta.head;
         let received_ms = store::now_ms();
@@ -323,7 +320,7 @@ impl Actor {
                     cursor,
                     event_id: ev.fact.id.clone(),
                     received_ms,
-                    fact: encoded(&mut scratch, &ev.fact),
+                    fact: encoded(&ev.fact),
                     frame: frame.json.clone(),
                 });
                 frames.push(Arc::new(frame));

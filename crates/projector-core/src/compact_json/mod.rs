@@ -7,7 +7,7 @@
 //! (a raw value, a map key that is not a string, an error) makes
 //! [`write()`] fall back to serde_json for the whole value.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use serde::ser::{self, Serialize};
 
@@ -29,6 +29,30 @@ pub fn write<T: Serialize + ?Sized>(out: &mut String, value: &T) -> Result {
     out.truncate(start);
     out.push_str(&serde_json::to_string(value)?);
     Ok(())
+}
+
+/// A buffer this thread keeps beyond this many bytes is let go after use:
+/// one large event does not pin its size for the thread's life.
+const KEPT_BYTES: usize = 64 * 1024;
+
+/// `f` with an empty buffer the thread keeps (a new one while it is in
+/// use, by an encoding inside another), for JSON that is written and then
+/// copied out at its size: a stored fact, a delta frame, a chunk's data.
+/// A buffer of a guessed size grew for most of them and, kept in the
+/// encoded bytes, held its spare room for their life (docs/BENCHMARKS.md).
+pub fn with_scratch<T>(f: impl FnOnce(&mut String) -> T) -> T {
+    thread_local!(static BUF: RefCell<String> = const { RefCell::new(String::new()) });
+    BUF.with(|b| match b.try_borrow_mut() {
+        Ok(mut buf) => {
+            buf.clear();
+            let out = f(&mut buf);
+            if buf.capacity() > KEPT_BYTES {
+                *buf = String::new();
+            }
+            out
+        }
+        Err(_) => f(&mut String::new()),
+    })
 }
 
 /// `value`'s compact JSON as a string: what `Value::to_string` gives,

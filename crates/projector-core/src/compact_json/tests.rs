@@ -230,3 +230,21 @@ fn a_stored_fact_is_written_as_serde_json_writes_it_without_falling_back() {
         }
     }
 }
+
+#[test]
+fn the_threads_buffer_is_lent_empty_a_new_one_inside_it_and_let_go_when_large() {
+    use super::{with_scratch, KEPT_BYTES};
+    with_scratch(|b| b.push_str("abc"));
+    with_scratch(|b| {
+        assert!(b.is_empty(), "cleared before it is lent");
+        b.push_str("x");
+        // An encoding inside another gets a buffer of its own.
+        with_scratch(|inner| {
+            assert!(inner.is_empty());
+            inner.push_str("y");
+        });
+        assert_eq!(b, "x");
+    });
+    with_scratch(|b| b.push_str(&"z".repeat(KEPT_BYTES + 1)));
+    with_scratch(|b| assert_eq!(b.capacity(), 0, "a large buffer is not kept"));
+}

@@ -4,7 +4,6 @@
 //! (strict objects: no extra keys). A `data-*` chunk serialises its type as
 //! `data-<name>`.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use serde::ser::{SerializeMap, Serializer};
@@ -147,19 +146,13 @@ impl RawJson {
         Self::try_of(value).unwrap_or_else(|| RawJson("null".into()))
     }
 
-    /// `value` encoded as JSON, `None` if it cannot be. Written into a
-    /// reused buffer (by `compact_json`: serde_json's bytes, sooner), then
-    /// copied once into a string of the exact size.
+    /// `value` encoded as JSON, `None` if it cannot be. Written into the
+    /// thread's buffer (by `compact_json`: serde_json's bytes, sooner),
+    /// then copied once into a string of the exact size.
     pub fn try_of<T: Serialize + ?Sized>(value: &T) -> Option<Self> {
-        thread_local!(static BUF: RefCell<String> = const { RefCell::new(String::new()) });
-        let encode = |buf: &mut String| {
-            buf.clear();
+        crate::compact_json::with_scratch(|buf| {
             crate::compact_json::write(buf, value).ok()?;
             Some(RawJson(buf.as_str().into()))
-        };
-        BUF.with(|b| match b.try_borrow_mut() {
-            Ok(mut buf) => encode(&mut buf),
-            Err(_) => encode(&mut String::new()),
         })
     }
 
