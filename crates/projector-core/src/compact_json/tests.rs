@@ -237,11 +237,11 @@ fn the_threads_buffer_is_lent_empty_a_new_one_inside_it_and_let_go_when_large() 
     with_scratch(|b| b.push_str("abc"));
     with_scratch(|b| {
         assert!(b.is_empty(), "cleared before it is lent");
-        b.push_str("x");
+        b.push('x');
         // An encoding inside another gets a buffer of its own.
         with_scratch(|inner| {
             assert!(inner.is_empty());
-            inner.push_str("y");
+            inner.push('y');
         });
         assert_eq!(b, "x");
     });
