@@ -111,17 +111,21 @@ impl Actor {
             return true;
         }
         warn!(error = %e, "append failed; rebuilding the projection from the store");
-        match self.hydrate().await {
+        // The result is taken apart in a statement of its own: a value
+        // matched on lives to the end of the match, and one alive across
+        // the await below would be kept in this future.
+        let hydrating = Box::pin(self.hydrate());
+        let e = match hydrating.await {
             Ok(fresh) => {
                 *state = fresh;
-                true
+                return true;
             }
-            Err(e) => {
-                warn!(error = %e, "rehydration failed; stopping the session actor");
-                self.stop_with_error(e).await;
-                false
-            }
-        }
+            Err(e) => e,
+        };
+        warn!(error = %e, "rehydration failed; stopping the session actor");
+        let stopping = Box::pin(self.stop_with_error(e));
+        stopping.await;
+        false
     }
 
     /// Take the ingest requests queued behind the first one, up to
@@ -176,9 +180,24 @@ impl Actor {
             let known = ctx.store.lookup_ids(&self.id, &ids).await?;
             return self.try_ingest(state, batches, known, 0).await;
         }
+        // Boxed: the projection it may hold as a backup across the append
+        // would make the single-node ingest's future kilobytes larger.
+        let shared = Box::pin(self.ingest_shared(state, batches, &ids));
+        shared.await
+    }
+
+    /// [`Self::ingest`] on a shared store: caught up first, retried after
+    /// a conflict.
+    async fn ingest_shared(
+        &mut self,
+        state: &mut Loaded,
+        batches: &[Vec<IncomingEvent>],
+        ids: &[String],
+    ) -> Result<Vec<Answer>, StoreError> {
+        let ctx = self.ctx.clone();
         let mut attempt = 0;
         loop {
-            let known = self.catch_up(state, &ids).await?;
+            let known = self.catch_up(state, ids).await?;
             let contended = state.contended_until.is_some_and(|t| t > Instant::now());
             let backup = contended.then(|| (state.projection.clone(), state.since_checkpoint));
             match self.try_ingest(state, batches, known, attempt).await {
