@@ -114,8 +114,7 @@ impl Actor {
         // The result is taken apart in a statement of its own: a value
         // matched on lives to the end of the match, and one alive across
         // the await below would be kept in this future.
-        let hydrating = Box::pin(self.hydrate());
-        let e = match hydrating.await {
+        let e = match Box::pin(self.hydrate()).await {
             Ok(fresh) => {
                 *state = fresh;
                 return true;
@@ -123,8 +122,7 @@ impl Actor {
             Err(e) => e,
         };
         warn!(error = %e, "rehydration failed; stopping the session actor");
-        let stopping = Box::pin(self.stop_with_error(e));
-        stopping.await;
+        Box::pin(self.stop_with_error(e)).await;
         false
     }
 
@@ -182,8 +180,7 @@ impl Actor {
         }
         // Boxed: the projection it may hold as a backup across the append
         // would make the single-node ingest's future kilobytes larger.
-        let shared = Box::pin(self.ingest_shared(state, batches, &ids));
-        shared.await
+        Box::pin(self.ingest_shared(state, batches, &ids)).await
     }
 
     /// [`Self::ingest`] on a shared store: caught up first, retried after

@@ -164,10 +164,7 @@ impl Actor {
                         return;
                     }
                 }
-                Wake::News => {
-                    let catching_up = Box::pin(self.on_news(&mut state));
-                    catching_up.await;
-                }
+                Wake::News => Box::pin(self.on_news(&mut state)).await,
                 Wake::Idle => {
                     // Not idle for long enough if a command came since.
                     if Instant::now() >= deadline {
@@ -202,8 +199,7 @@ impl Actor {
     /// Serve one command. Returns false when the actor must stop.
     async fn handle(&mut self, state: &mut Loaded, cmd: Command) -> bool {
         if state.forgotten && !matches!(cmd, Command::Expire { .. } | Command::EvictIfIdle) {
-            let hydrating = Box::pin(self.hydrate());
-            match hydrating.await {
+            match Box::pin(self.hydrate()).await {
                 Ok(fresh) => *state = fresh,
                 Err(e) => {
                     fail(cmd, e);
@@ -212,8 +208,7 @@ impl Actor {
             }
         }
         if self.ctx.shared {
-            let syncing = Box::pin(self.sync_for(state, &cmd));
-            if let Err(e) = syncing.await {
+            if let Err(e) = Box::pin(self.sync_for(state, &cmd)).await {
                 fail(cmd, e);
                 return true;
             }
@@ -253,21 +248,17 @@ impl Actor {
             }
             Command::EvictIfIdle => {}
             Command::Delete { reply } => {
-                let deleting = Box::pin(self.delete(state));
-                let _ = reply.send(deleting.await);
+                let _ = reply.send(Box::pin(self.delete(state)).await);
             }
             Command::Expire { before_ms, reply } => {
-                let expiring = Box::pin(self.expire(state, before_ms));
-                let _ = reply.send(expiring.await);
+                let _ = reply.send(Box::pin(self.expire(state, before_ms)).await);
             }
             Command::Interrupt {
                 timeouts,
                 limits,
                 reply,
             } => {
-                let interrupting =
-                    Box::pin(self.interrupt_if_silent(state, timeouts, &limits, reply));
-                return interrupting.await;
+                return Box::pin(self.interrupt_if_silent(state, timeouts, &limits, reply)).await;
             }
         }
         true

@@ -2,7 +2,8 @@
 //! reads the projection or appends, the actor catches up with what other
 //! nodes appended, passing their stored frames to local subscribers, and
 //! reloads when the log was recreated or trimmed past its state. On a
-//! single-node store every step here is a no-op.
+//! single-node store the actor does not ask for it, and catching up is a
+//! no-op.
 
 use std::sync::Arc;
 
@@ -23,14 +24,12 @@ impl Actor {
     /// projection catch up first, and subscribers first follow the session
     /// (so that nothing slips between the catching up and the feed).
     /// Appending and deleting commands check against the store themselves.
+    /// On a shared store only (the actor asks only then).
     pub(super) async fn sync_for(
         &mut self,
         state: &mut Loaded,
         cmd: &Command,
     ) -> Result<(), StoreError> {
-        if !self.ctx.shared {
-            return Ok(());
-        }
         if matches!(cmd, Command::Subscribe { .. } | Command::Message { .. }) {
             // Drop a feed nobody reads first: publishing to it while
             // catching up would drop it and end the listening set up here.
