@@ -36,8 +36,9 @@ pub fn write<T: Serialize + ?Sized>(out: &mut String, value: &T) -> Result {
 const KEPT_BYTES: usize = 64 * 1024;
 
 /// `f` with an empty buffer the thread keeps (a new one while it is in
-/// use, by an encoding inside another), for JSON that is written and then
-/// copied out at its size: a stored fact, a delta frame, a chunk's data.
+/// use, by an encoding inside another), for text that is written and then
+/// copied out at its size or only looked at: a stored fact, a delta frame,
+/// a chunk's data, a run's sequence key.
 /// A buffer of a guessed size grew for most of them and, kept in the
 /// encoded bytes, held its spare room for their life (docs/BENCHMARKS.md).
 pub fn with_scratch<T>(f: impl FnOnce(&mut String) -> T) -> T {

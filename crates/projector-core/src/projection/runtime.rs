@@ -75,10 +75,9 @@ impl<'a> Reducer<'a> {
                 .or(ids.turn_id.as_deref())
                 .unwrap_or(""),
         ];
-        // The stream's key, built in a reused buffer (this runs for every fact).
-        thread_local!(static KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) });
-        let outcome = KEY.with_borrow_mut(|key| {
-            key.clear();
+        // The stream's key, built in the thread's buffer (this runs for
+        // every fact).
+        let outcome = crate::compact_json::with_scratch(|key| {
             for (i, p) in parts.iter().enumerate() {
                 if i > 0 {
                     key.push('\u{1f}');
