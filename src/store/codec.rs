@@ -6,16 +6,17 @@ use bytes::Bytes;
 
 use crate::store::{Checkpoint, SessionMeta, StoreError, StoredEvent};
 
-/// `[received_ms u64 LE][id_len u32 LE][id][fact_len u32 LE][fact][frame]`.
-pub fn encode_event(e: &StoredEvent) -> Vec<u8> {
-    let mut v = Vec::with_capacity(16 + e.event_id.len() + e.fact.len() + e.frame.len());
+/// `[received_ms u64 LE][id_len u32 LE][id][fact_len u32 LE][fact][frame]`,
+/// appended to `v` (a buffer kept across events, not one allocation per
+/// event).
+pub fn encode_event(v: &mut Vec<u8>, e: &StoredEvent) {
+    v.reserve(16 + e.event_id.len() + e.fact.len() + e.frame.len());
     v.extend_from_slice(&e.received_ms.to_le_bytes());
     v.extend_from_slice(&(e.event_id.len() as u32).to_le_bytes());
     v.extend_from_slice(e.event_id.as_bytes());
     v.extend_from_slice(&(e.fact.len() as u32).to_le_bytes());
     v.extend_from_slice(&e.fact);
     v.extend_from_slice(&e.frame);
-    v
 }
 
 fn corrupt(session: &str, what: String) -> StoreError {
@@ -105,7 +106,9 @@ mod tests {
             fact: Bytes::from_static(b"{\"a\":1}"),
             frame: Bytes::from_static(b"{\"cursor\":9}"),
         };
-        let raw = encode_event(&e);
+        let mut raw = b"kept".to_vec();
+        encode_event(&mut raw, &e);
+        let raw = raw.split_off(4);
         assert_eq!(decode_event("s", 9, &raw).unwrap(), e);
         assert_eq!(event_header(&raw), Some((1234, "évent-1")));
         for cut in [0, 7, 13, raw.len() - e.frame.len() - 3] {

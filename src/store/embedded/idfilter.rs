@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use fastbloom::BloomFilter;
 use redb::ReadTransaction;
 
-use super::{EmbeddedLog, IDS};
+use super::{layout, EmbeddedLog, IDS};
 
 /// The most bits all filters take together (16 MiB: about 14 million ids
 /// at the false-positive rate below).
@@ -247,14 +247,14 @@ impl EmbeddedLog {
 /// the read failed).
 fn id_hashes(r: &ReadTransaction, session: &str) -> Option<Vec<u64>> {
     let t = r.open_table(IDS).ok()?;
+    let prefix = layout::prefix(session);
     let mut out = Vec::new();
-    for item in t.range((session, "")..).ok()? {
+    for item in t.range(prefix.as_slice()..).ok()? {
         let (k, _) = item.ok()?;
-        let (s, id) = k.value();
-        if s != session {
+        let Some(id) = k.value().strip_prefix(prefix.as_slice()) else {
             break;
-        }
-        out.push(hash(id));
+        };
+        out.push(hash(std::str::from_utf8(id).ok()?));
     }
     Some(out)
 }

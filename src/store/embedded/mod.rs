@@ -7,6 +7,7 @@
 //! never wait for writes.
 
 mod idfilter;
+mod layout;
 mod logged;
 mod overlay;
 mod pending;
@@ -36,16 +37,15 @@ use tables::known_ids;
 pub use wal::WAL_FILES;
 use writer::{Job, Msg, Writer};
 
-const EVENTS: TableDefinition<'static, (&str, u64), &[u8]> = TableDefinition::new("events");
-const IDS: TableDefinition<'static, (&str, &str), u64> = TableDefinition::new("event_ids");
+// Keyed by `layout`'s byte keys: a session's name, then a cursor or an id.
+const EVENTS: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("events.2");
+const IDS: TableDefinition<'static, &[u8], u64> = TableDefinition::new("event_ids.2");
 const META: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("sessions");
 const CHECKPOINTS: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("checkpoints");
-const FORMAT: TableDefinition<'static, &str, u64> = TableDefinition::new("format");
 
 /// The file name of the database inside the data dir.
 pub const DB_FILE: &str = "projector.redb";
-/// The layout version this build writes and reads.
-pub const FORMAT_VERSION: u64 = 1;
+pub use layout::FORMAT_VERSION;
 
 /// Settings of the embedded store.
 #[derive(Debug, Clone, Copy)]
@@ -107,33 +107,20 @@ impl EmbeddedLog {
         })?;
         let db = slot::open_db(&path, opts.cache_bytes).map_err(|e| wrap(Box::new(e)))?;
         let txn = db.begin_write().map_err(|e| wrap(Box::new(e)))?;
-        {
-            txn.open_table(EVENTS).map_err(|e| wrap(Box::new(e)))?;
-            txn.open_table(IDS).map_err(|e| wrap(Box::new(e)))?;
-            txn.open_table(META).map_err(|e| wrap(Box::new(e)))?;
-            txn.open_table(CHECKPOINTS).map_err(|e| wrap(Box::new(e)))?;
-            let mut fmt = txn.open_table(FORMAT).map_err(|e| wrap(Box::new(e)))?;
-            let found = fmt
-                .get("version")
-                .map_err(|e| wrap(Box::new(e)))?
-                .map(|v| v.value());
-            match found {
-                None => {
-                    fmt.insert("version", FORMAT_VERSION)
-                        .map_err(|e| wrap(Box::new(e)))?;
-                }
-                Some(FORMAT_VERSION) => {}
-                Some(other) => {
-                    return Err(wrap(
-                        format!(
-                            "store layout version {other} is not supported by this build (expects {FORMAT_VERSION})"
-                        )
-                        .into(),
-                    ))
-                }
-            }
-        }
+        txn.open_table(EVENTS).map_err(|e| wrap(Box::new(e)))?;
+        txn.open_table(IDS).map_err(|e| wrap(Box::new(e)))?;
+        txn.open_table(META).map_err(|e| wrap(Box::new(e)))?;
+        txn.open_table(CHECKPOINTS).map_err(|e| wrap(Box::new(e)))?;
+        let opened = layout::ready(&txn).map_err(wrap)?;
         txn.commit().map_err(|e| wrap(Box::new(e)))?;
+        if let layout::Opened::Moved { events, ids } = opened {
+            tracing::info!(
+                path = %path.display(),
+                events,
+                ids,
+                "embedded store moved its data to layout {FORMAT_VERSION}"
+            );
+        }
         let slot = Arc::new(DbSlot::new(
             db,
             path.clone(),
@@ -351,15 +338,17 @@ impl EventLog for EmbeddedLog {
         let mut out = self
             .read_txn(move |r| {
                 let t = r.open_table(EVENTS).map_err(|e| rerr(&path)(e.into()))?;
-                let start = after.saturating_add(1);
+                let start = layout::event_key(&session, after.saturating_add(1));
+                let end = layout::event_key(&session, u64::MAX);
                 let mut out = Vec::new();
                 for item in t
-                    .range((session.as_str(), start)..=(session.as_str(), u64::MAX))
+                    .range(start.as_slice()..=end.as_slice())
                     .map_err(|e| rerr(&path)(e.into()))?
                     .take(limit)
                 {
                     let (k, v) = item.map_err(|e| rerr(&path)(e.into()))?;
-                    out.push(codec::decode_event(&session, k.value().1, v.value())?);
+                    let cursor = layout::cursor_of(k.value());
+                    out.push(codec::decode_event(&session, cursor, v.value())?);
                 }
                 Ok(out)
             })

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 
+use super::layout::{self, KeyBuf};
 use super::wal::Record;
 use super::{rerr, CHECKPOINTS, EVENTS, IDS, META};
 use crate::store::codec::{self, checkpoint_cursor, event_header};
@@ -34,18 +35,20 @@ pub(super) fn trim(
     if let Some(age) = retention.max_age_ms {
         let before = now_ms().saturating_sub(age);
         let mut oldest = Vec::new();
-        for item in t
-            .events
-            .range((session, next.first)..=(session, next.head))?
-        {
+        let (from, to) = (
+            layout::event_key(session, next.first),
+            layout::event_key(session, next.head),
+        );
+        for item in t.events.range(from.as_slice()..=to.as_slice())? {
             let (k, v) = item?;
             let Some((received, _)) = event_header(v.value()) else {
                 break;
             };
-            if received >= before || Some(k.value().1) > cp_cursor {
+            let cursor = layout::cursor_of(k.value());
+            if received >= before || Some(cursor) > cp_cursor {
                 break;
             }
-            oldest.push((k.value().1, received));
+            oldest.push((cursor, received));
         }
         upto = upto.max(age_trim_to(cp_cursor, before, oldest.into_iter()));
     }
@@ -58,10 +61,18 @@ pub(super) fn trim(
 
 /// The tables an append writes, open in one transaction.
 pub(super) struct Tables<'t> {
-    pub events: redb::Table<'t, (&'static str, u64), &'static [u8]>,
-    pub ids: redb::Table<'t, (&'static str, &'static str), u64>,
+    pub events: Events<'t>,
+    pub ids: Ids<'t>,
     pub cps: redb::Table<'t, &'static str, &'static [u8]>,
+    key: KeyBuf,
+    /// An event's value, encoded in place.
+    value: Vec<u8>,
 }
+
+/// The events table, open for writing.
+pub(super) type Events<'t> = redb::Table<'t, &'static [u8], &'static [u8]>;
+/// The ids table, open for writing.
+pub(super) type Ids<'t> = redb::Table<'t, &'static [u8], u64>;
 
 impl<'t> Tables<'t> {
     pub fn open(txn: &'t WriteTransaction) -> Result<Self, redb::Error> {
@@ -69,15 +80,20 @@ impl<'t> Tables<'t> {
             events: txn.open_table(EVENTS)?,
             ids: txn.open_table(IDS)?,
             cps: txn.open_table(CHECKPOINTS)?,
+            key: KeyBuf::default(),
+            value: Vec::new(),
         })
     }
 
     /// Insert events and their ids.
     pub fn insert(&mut self, session: &str, events: &[StoredEvent]) -> Result<(), redb::Error> {
         for e in events {
-            self.events
-                .insert((session, e.cursor), codec::encode_event(e).as_slice())?;
-            self.ids.insert((session, e.event_id.as_str()), e.cursor)?;
+            self.value.clear();
+            codec::encode_event(&mut self.value, e);
+            let key = self.key.event(session, e.cursor);
+            self.events.insert(key, self.value.as_slice())?;
+            self.ids
+                .insert(self.key.id(session, &e.event_id), e.cursor)?;
         }
         Ok(())
     }
@@ -85,22 +101,27 @@ impl<'t> Tables<'t> {
 
 /// Remove events `from..=upto` of a session and their ids.
 pub(super) fn remove_events(
-    events: &mut redb::Table<'_, (&'static str, u64), &'static [u8]>,
-    ids: &mut redb::Table<'_, (&'static str, &'static str), u64>,
+    events: &mut Events<'_>,
+    ids: &mut Ids<'_>,
     session: &str,
     from: u64,
     upto: u64,
 ) -> Result<(), redb::Error> {
     let mut doomed = Vec::new();
-    for item in events.range((session, from)..=(session, upto))? {
+    let (start, end) = (
+        layout::event_key(session, from),
+        layout::event_key(session, upto),
+    );
+    for item in events.range(start.as_slice()..=end.as_slice())? {
         let (k, v) = item?;
         let id = event_header(v.value()).map(|(_, id)| id.to_string());
-        doomed.push((k.value().1, id));
+        doomed.push((layout::cursor_of(k.value()), id));
     }
+    let mut key = KeyBuf::default();
     for (cursor, id) in doomed {
-        events.remove((session, cursor))?;
+        events.remove(key.event(session, cursor))?;
         if let Some(id) = id {
-            ids.remove((session, id.as_str()))?;
+            ids.remove(key.id(session, &id))?;
         }
     }
     Ok(())
@@ -181,7 +202,7 @@ pub(super) fn known_ids(
             Some(c) => Ok(Some(c)),
             None if !ask => Ok(None),
             None => t
-                .get((session, id.as_str()))
+                .get(layout::id_key(session, id).as_slice())
                 .map(|v| v.map(|v| v.value()).filter(|c| *c >= first))
                 .map_err(|e| rerr(path)(e.into())),
         })

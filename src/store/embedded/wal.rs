@@ -339,10 +339,12 @@ fn encode(buf: &mut Vec<u8>, session: &str, epoch: &str, batch: &AppendBatch) {
     buf.push(batch.claim as u8);
     buf.extend_from_slice(&(batch.events.len() as u32).to_le_bytes());
     for e in &batch.events {
-        let raw = codec::encode_event(e);
         buf.extend_from_slice(&e.cursor.to_le_bytes());
-        buf.extend_from_slice(&(raw.len() as u32).to_le_bytes());
-        buf.extend_from_slice(&raw);
+        let at = buf.len();
+        buf.extend_from_slice(&[0; 4]);
+        codec::encode_event(buf, e);
+        let len = (buf.len() - at - 4) as u32;
+        buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
     }
     match &batch.checkpoint {
         Some(cp) => {
