@@ -150,8 +150,8 @@ mod tests {
 
     use super::*;
     use crate::store::contract::{batch, ev};
-    use crate::store::embedded::{EmbeddedLog, EmbeddedOptions, DB_FILE, META};
-    use crate::store::{codec, EventLog, Retention, SessionMeta};
+    use crate::store::embedded::{wal_tests, EmbeddedLog, EmbeddedOptions, DB_FILE, META};
+    use crate::store::{codec, EventLog, SessionMeta};
 
     /// The keys of `sorted` with `prefix`, checked to be one run.
     fn run<'k>(sorted: &'k [Vec<u8>], prefix: &[u8]) -> &'k [Vec<u8>] {
@@ -195,15 +195,16 @@ mod tests {
     }
 
     fn opts() -> EmbeddedOptions {
-        EmbeddedOptions {
-            retention: Retention {
-                max_events_per_session: 1000,
-                max_age_ms: None,
-            },
-            min_free_bytes: 0,
-            cache_bytes: 4 << 20,
-            flush_interval: std::time::Duration::from_millis(250),
-        }
+        wal_tests::opts(std::time::Duration::from_millis(250))
+    }
+
+    /// The layout version the database file in `dir` is marked with.
+    fn version(dir: &std::path::Path) -> u64 {
+        let db = redb::Database::open(dir.join(DB_FILE)).unwrap();
+        let r = db.begin_read().unwrap();
+        let t = r.open_table(FORMAT).unwrap();
+        let v = t.get("version").unwrap().unwrap().value();
+        v
     }
 
     /// A database as a build of layout 1 left it: two sessions ("s" with
@@ -239,11 +240,7 @@ mod tests {
 
     #[test]
     fn a_layout_this_build_does_not_know_is_refused_and_left_as_it_is() {
-        let dir = std::env::temp_dir().join(format!(
-            "projector-test-layout9-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = wal_tests::tmpdir("layout9");
         {
             let db = redb::Database::create(dir.join(DB_FILE)).unwrap();
             let txn = db.begin_write().unwrap();
@@ -258,25 +255,13 @@ mod tests {
             err.contains("layout version 9") && err.contains(DB_FILE),
             "{err}"
         );
-        let db = redb::Database::open(dir.join(DB_FILE)).unwrap();
-        let r = db.begin_read().unwrap();
-        let version = r
-            .open_table(FORMAT)
-            .unwrap()
-            .get("version")
-            .unwrap()
-            .unwrap();
-        assert_eq!(version.value(), 9, "not overwritten");
+        assert_eq!(version(&dir), 9, "not overwritten");
         let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test]
     async fn a_data_dir_of_layout_1_is_moved_to_this_layout_with_every_event_and_id() {
-        let dir = std::env::temp_dir().join(format!(
-            "projector-test-layout1-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = wal_tests::tmpdir("layout1");
         let epoch = layout_1(&dir.join(DB_FILE));
         for round in 0..2 {
             let log = EmbeddedLog::open(&dir, opts()).unwrap();
@@ -302,17 +287,11 @@ mod tests {
                 assert_eq!(log.append("s", b).await.unwrap().head, 4);
             }
         }
+        assert_eq!(version(&dir), FORMAT_VERSION);
         let db = redb::Database::open(dir.join(DB_FILE)).unwrap();
-        let r = db.begin_read().unwrap();
-        let version = r
-            .open_table(FORMAT)
+        let tables: Vec<_> = db
+            .begin_read()
             .unwrap()
-            .get("version")
-            .unwrap()
-            .unwrap()
-            .value();
-        assert_eq!(version, FORMAT_VERSION);
-        let tables: Vec<_> = r
             .list_tables()
             .unwrap()
             .map(|t| t.name().to_string())

@@ -12,7 +12,7 @@ use super::{EmbeddedLog, EmbeddedOptions, DB_FILE};
 use crate::store::contract::{self, batch, ev};
 use crate::store::{EventLog, Retention};
 
-fn opts(flush_interval: Duration) -> EmbeddedOptions {
+pub(super) fn opts(flush_interval: Duration) -> EmbeddedOptions {
     EmbeddedOptions {
         retention: Retention {
             max_events_per_session: 1000,
@@ -38,7 +38,7 @@ fn keep_three() -> EmbeddedOptions {
 /// The database never takes the log while the test looks.
 const NEVER: Duration = Duration::from_secs(3600);
 
-fn tmpdir(name: &str) -> PathBuf {
+pub(super) fn tmpdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(
         "projector-wal-{name}-{}",
         uuid::Uuid::new_v4().simple()
