@@ -5,8 +5,9 @@
 //! a `0xFF` byte, then the cursor (8 bytes, big-endian) or the event id.
 //! redb compares keys at every step of an insert or a lookup, and layout
 //! 1's tuple keys (`(&str, u64)`, `(&str, &str)`) were taken apart and
-//! checked as UTF-8 at each compare: a sixth of a durable append's
-//! instructions (`docs/BENCHMARKS.md`). Bytes compare as they are. No
+//! checked as UTF-8 at each compare: 14.5% of a durable POST's
+//! instructions as callgrind counts them, where each flush is small (less
+//! at full speed; `docs/BENCHMARKS.md`). Bytes compare as they are. No
 //! UTF-8 text holds the byte `0xFF`, so a session's rows are one run of
 //! keys, in cursor order (its ids in byte order), with no other session's
 //! between them.
