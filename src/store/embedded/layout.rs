@@ -31,24 +31,19 @@ const SEP: u8 = 0xFF;
 
 /// The key of a session's rows, up to and with the separator.
 pub(super) fn prefix(session: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(session.len() + 9);
-    k.extend_from_slice(session.as_bytes());
-    k.push(SEP);
-    k
+    let mut k = KeyBuf::default();
+    k.session(session);
+    k.0
 }
 
-/// The key of a session's event at `cursor`.
+/// The key of a session's event at `cursor`, as [`KeyBuf::event`] writes it.
 pub(super) fn event_key(session: &str, cursor: u64) -> Vec<u8> {
-    let mut k = prefix(session);
-    k.extend_from_slice(&cursor.to_be_bytes());
-    k
+    KeyBuf::default().event(session, cursor).to_vec()
 }
 
-/// The key of an event id of a session.
+/// The key of an event id of a session, as [`KeyBuf::id`] writes it.
 pub(super) fn id_key(session: &str, id: &str) -> Vec<u8> {
-    let mut k = prefix(session);
-    k.extend_from_slice(id.as_bytes());
-    k
+    KeyBuf::default().id(session, id).to_vec()
 }
 
 /// The cursor of an event key (its last eight bytes).
@@ -70,14 +65,14 @@ impl KeyBuf {
         &mut self.0
     }
 
-    /// [`event_key`], in the buffer.
+    /// The key of a session's event at `cursor`, in the buffer.
     pub fn event(&mut self, session: &str, cursor: u64) -> &[u8] {
         let k = self.session(session);
         k.extend_from_slice(&cursor.to_be_bytes());
         k
     }
 
-    /// [`id_key`], in the buffer.
+    /// The key of an event id of a session, in the buffer.
     pub fn id(&mut self, session: &str, id: &str) -> &[u8] {
         let k = self.session(session);
         k.extend_from_slice(id.as_bytes());
@@ -191,8 +186,9 @@ mod tests {
         ids.sort();
         assert_eq!(run(&ids, &prefix("a")).len(), 3);
         let mut buf = KeyBuf::default();
-        assert_eq!(buf.event("s", 9), event_key("s", 9));
-        assert_eq!(buf.id("s", "e1"), id_key("s", "e1"));
+        assert_eq!(buf.event("s", 9), b"s\xff\0\0\0\0\0\0\0\x09");
+        assert_eq!(buf.id("s", "e1"), b"s\xffe1");
+        assert_eq!(prefix("s"), b"s\xff");
     }
 
     fn opts() -> EmbeddedOptions {
