@@ -115,16 +115,32 @@ test('the client follows a session across the server ending its SSE responses, e
 test('after a reset connection, a reader resumed from the saved offset gets every frame once', async () => {
   const srv = await startServer();
   const proxy = await cuttingProxy(srv.base.replace('http://', ''));
+  let reader;
   try {
     await post(srv.base, 'reset', [{ type: 'run.started', runId: 'r' }]);
     const frames = [];
     let offset = '-1';
     let failures = 0;
+    // Whether the reader's SSE response has begun. A reader first reads
+    // what is there with a plain GET, then opens its SSE request; a reset
+    // that lands before a response has begun is a failed fetch, which the
+    // client retries by itself (its backoff), so the application never
+    // hears of it. Each round below waits for an SSE response to cut.
+    let sseLive = false;
     // The application's loop: read, and after an error resume from the
     // offset of the last batch it handled.
-    let reader;
     const follow = async () => {
-      reader = await stream({ url: `${proxy.base}/ds/v1/stream/sessions/reset`, offset, live: 'sse' });
+      sseLive = false;
+      reader = await stream({
+        url: `${proxy.base}/ds/v1/stream/sessions/reset`,
+        offset,
+        live: 'sse',
+        fetch: async (url, init) => {
+          const res = await fetch(url, init);
+          if (res.ok && String(url).includes('live=sse')) sseLive = true;
+          return res;
+        },
+      });
       reader.subscribeJson(async (batch) => {
         frames.push(...batch.items);
         offset = batch.offset;
@@ -137,6 +153,7 @@ test('after a reset connection, a reader resumed from the saved offset gets ever
     await follow();
     let next = 1;
     for (let round = 0; round < 4; round++) {
+      await until(() => sseLive, "the reader's SSE response");
       const posting = post(srv.base, 'reset', [next + 1, next + 2].map(delta));
       if (round % 2) {
         // Reset while the frames are on their way.
@@ -156,9 +173,11 @@ test('after a reset connection, a reader resumed from the saved offset gets ever
     await post(srv.base, 'reset', [delta(99)]);
     next += 1;
     await until(() => frames.length >= next, `${next} frames`);
-    reader.cancel();
     assert.deepEqual(frames.map((f) => f.cursor), Array.from({ length: next }, (_, i) => i + 1));
   } finally {
+    // Also when a step failed: a reader left retrying would keep the test
+    // process alive.
+    reader?.cancel();
     await proxy.close();
     await srv.stop();
   }
