@@ -302,9 +302,13 @@ async fn a_partitioned_node_refuses_and_its_readers_resume_elsewhere() {
         .find(|(t, s)| *t > cut && *s == 503)
         .unwrap()
         .0;
+    // A request in flight at the cut may wait out the 1 s timeout more
+    // than once before it is refused (5.23 s was seen once, under a
+    // loaded CI run): the bound tells a refusal in seconds from a request
+    // left hanging for the kernel's TCP timeout, minutes.
     assert!(
-        first_refusal - cut < Duration::from_secs(5),
-        "a refusal within the timeout (1 s) of the requests in flight: {:?}",
+        first_refusal - cut < Duration::from_secs(10),
+        "a refusal within seconds (timeout 1 s) of the requests in flight: {:?}",
         first_refusal - cut
     );
     let ended = tokio::time::timeout(DEADLINE, c1.ended())
