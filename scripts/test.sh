@@ -24,8 +24,11 @@ cargo test --locked --workspace --all-targets
 target/py/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
 
 # Node suites, against the binary cargo just built. Exact versions from the lockfile.
+# A test that hangs fails after 5 minutes, and a file whose tests have all
+# ended exits even if a failed one left a client retrying: a failure is
+# reported, never a run stuck until CI's limit.
 (cd tests/node && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
-(cd tests/node && node --test --test-concurrency=1 --test-reporter=spec)
+(cd tests/node && node --test --test-concurrency=1 --test-force-exit --test-timeout=300000 --test-reporter=spec)
 
 # Python suites.
 target/py/bin/python -m pytest -q -p no:cacheprovider tests/python
