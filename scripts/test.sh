@@ -28,7 +28,8 @@ target/py/bin/pip install -q --disable-pip-version-check -r tests/python/require
 # ended exits even if a failed one left a client retrying: a failure is
 # reported, never a run stuck until CI's limit.
 (cd tests/node && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
-(cd tests/node && node --test --test-concurrency=1 --test-force-exit --test-timeout=300000 --test-reporter=spec)
+# The flags are package.json's `test` script's, one list for both ways in.
+(cd tests/node && npm test --silent -- --test-reporter=spec)
 
 # Python suites.
 target/py/bin/python -m pytest -q -p no:cacheprovider tests/python
