@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use fastbloom::BloomFilter;
 use redb::ReadTransaction;
@@ -215,16 +215,20 @@ impl EmbeddedLog {
     /// database's. The build's task, if it started one.
     pub(super) fn build_filter(&self, session: &str) -> Option<tokio::task::JoinHandle<()>> {
         let build = self.filters.start(session)?;
+        // The database only through a weak handle: a build still queued
+        // when the store is dropped must not keep its file open (and
+        // locked) after the store is gone; it then finds no database and
+        // leaves the filter unbuilt.
         let (filters, pending, slot) = (
             self.filters.clone(),
             self.pending.clone(),
-            self.slot.clone(),
+            Arc::downgrade(&self.slot),
         );
         let run = move || {
             let mut held = pending.id_hashes(&build.session);
             let read = slot
-                .read()
-                .ok()
+                .upgrade()
+                .and_then(|slot| slot.read().ok())
                 .and_then(|db| db.begin_read().ok())
                 .and_then(|r| id_hashes(&r, &build.session));
             let held = read.map(|mut read| {
