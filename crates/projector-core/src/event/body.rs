@@ -66,9 +66,9 @@ pub fn split(bytes: &[u8], format: BodyFormat, max_events: usize) -> Result<Vec<
                     .and_then(|items| de.end().map(|()| items))
                     .map_err(|e| json_error(e, max_events))?
             }
-            b'{' => vec![strict::from_slice(bytes).map_err(|e| json_error(e, max_events))?],
+            b'{' => vec![strict::from_str(text).map_err(|e| json_error(e, max_events))?],
             _ => {
-                strict::from_slice(bytes).map_err(|e| json_error(e, max_events))?;
+                strict::from_str(text).map_err(|e| json_error(e, max_events))?;
                 return Err(BodyError::NotObjectOrArray);
             }
         },
@@ -79,20 +79,21 @@ pub fn split(bytes: &[u8], format: BodyFormat, max_events: usize) -> Result<Vec<
                     .map(|(i, l)| (i + 1, l.trim()))
                     .filter(|(_, l)| !l.is_empty())
             };
-            // Counted before any line is parsed.
-            if lines().count() > max_events {
+            // Counted before any line is parsed; one line more than its
+            // newlines is as many as a body can have, so most bodies are
+            // not split twice.
+            let most = text.bytes().filter(|&b| b == b'\n').count() + 1;
+            if most > max_events && lines().count() > max_events {
                 return Err(BodyError::TooManyEvents { max: max_events });
             }
-            let mut out = Vec::new();
+            let mut out = Vec::with_capacity(most.min(max_events));
             for (line, l) in lines() {
-                let v = strict::from_slice(l.as_bytes()).map_err(|e| {
-                    match json_error(e, max_events) {
-                        BodyError::Json { message, .. } => BodyError::NdjsonLine { line, message },
-                        BodyError::DuplicateKey { key, column, .. } => {
-                            BodyError::DuplicateKey { key, line, column }
-                        }
-                        other => other,
+                let v = strict::from_str(l).map_err(|e| match json_error(e, max_events) {
+                    BodyError::Json { message, .. } => BodyError::NdjsonLine { line, message },
+                    BodyError::DuplicateKey { key, column, .. } => {
+                        BodyError::DuplicateKey { key, line, column }
                     }
+                    other => other,
                 })?;
                 out.push(v);
             }
