@@ -24,6 +24,8 @@ struct Gate {
     holding: AtomicBool,
     fail: AtomicBool,
     appends: std::sync::atomic::AtomicUsize,
+    /// The listing each append sent.
+    listings: std::sync::Mutex<Vec<Option<String>>>,
 }
 
 #[async_trait]
@@ -36,6 +38,7 @@ impl EventLog for Gate {
     }
     async fn append(&self, s: &str, b: AppendBatch) -> Result<SessionMeta, StoreError> {
         self.appends.fetch_add(1, Ordering::SeqCst);
+        self.listings.lock().unwrap().push(b.listing.clone());
         if self.fail.load(Ordering::SeqCst) {
             return Err(StoreError::Unavailable("disk full (test)".into()));
         }
@@ -88,6 +91,7 @@ fn gate(held: &str) -> Arc<Gate> {
         holding: AtomicBool::new(false),
         fail: AtomicBool::new(false),
         appends: Default::default(),
+        listings: Default::default(),
     })
 }
 
@@ -166,6 +170,39 @@ async fn idle_sessions_are_evicted_and_rehydrate_identically() {
     );
     let out = reg.ingest("s", events("a", 5)).await.unwrap();
     assert_eq!((out.accepted, out.duplicates, out.cursor), (1, 4, 7));
+}
+
+/// An append whose listing is the one the store holds sends none (the
+/// store keeps it); a listing that changed is sent, and the store holds
+/// the last.
+#[tokio::test]
+async fn an_unchanged_listing_is_not_sent_again() {
+    let store = gate("none");
+    let reg = registry(store.clone(), Duration::from_secs(60));
+    for prefix in ["a", "b", "c"] {
+        reg.ingest("s", events(prefix, 1)).await.unwrap();
+    }
+    let raw = serde_json::json!({"id": "done", "type": "run.finished", "runId": "r"});
+    let n = normalize(raw, &Limits::default()).unwrap();
+    let finished = IncomingEvent {
+        index: 0,
+        fact: n.fact,
+        warnings: n.warnings,
+    };
+    reg.ingest("s", vec![finished]).await.unwrap();
+    let sent = store.listings.lock().unwrap().clone();
+    assert_eq!(sent.len(), 4, "{sent:?}");
+    assert!(
+        sent[0].as_deref().is_some_and(|l| l.contains("running")),
+        "{sent:?}"
+    );
+    assert_eq!((&sent[1], &sent[2]), (&None, &None), "unchanged: {sent:?}");
+    assert!(sent[3].is_some() && sent[3] != sent[0], "changed: {sent:?}");
+    let meta = store.meta("s").await.unwrap().unwrap();
+    assert_eq!(
+        meta.listing, sent[3],
+        "the store keeps the last listing sent"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -98,6 +98,7 @@ impl Actor {
             stale: false,
             contended_until: None,
             forgotten: false,
+            listed: None,
         }))
     }
 

@@ -362,6 +362,7 @@ impl Actor {
             let took_checkpoint = checkpoint.is_some();
             let created = state.meta.head == state.meta.base;
             let listing = Listing::of(&self.id, &state.projection);
+            let listing_text = state.listing_text(&listing);
             let appending = std::time::Instant::now();
             state.meta = ctx
                 .store
@@ -371,13 +372,16 @@ impl Actor {
                         epoch: state.meta.epoch.clone(),
                         events: stored,
                         checkpoint,
-                        listing: Some(listing.encode()),
+                        listing: listing_text.clone(),
                         // Refused twice in a row: ask for the next turn.
                         claim: attempt >= 2,
                     },
                 )
                 .await?;
             kept!(histogram, "projector_store_append_seconds").record(appending.elapsed());
+            if let Some(text) = listing_text {
+                state.listed = Some((listing.clone(), text));
+            }
             state.since_checkpoint = if took_checkpoint {
                 0
             } else {
@@ -414,6 +418,22 @@ impl Actor {
             out.epoch.clone_from(&state.meta.epoch);
         }
         Ok(outcomes)
+    }
+}
+
+impl Loaded {
+    /// The text of `listing` for an append, or `None` when the store holds
+    /// it already (the listing last written, unchanged, and its text still
+    /// the session's): the store then keeps it. Most appends change no
+    /// listing, and its encoding was 1% of a single-event POST's
+    /// instructions (docs/BENCHMARKS.md).
+    fn listing_text(&self, listing: &Listing) -> Option<String> {
+        match &self.listed {
+            Some((last, text)) if last == listing && self.meta.listing.as_ref() == Some(text) => {
+                None
+            }
+            _ => Some(listing.encode()),
+        }
     }
 }
 

@@ -31,6 +31,7 @@ use tracing::{debug, warn, Instrument};
 use super::{Command, RegistryConfig, SessionError};
 use crate::frame::SharedFrame;
 use crate::projection::Projection;
+use crate::session::listing::Listing;
 use crate::store::{News, SessionMeta, SharedLog, StoreError};
 
 /// What every actor of a registry shares: the store, the settings and the
@@ -98,6 +99,10 @@ struct Loaded {
     /// The store forgot this never-written session (the retention sweep):
     /// it is opened anew, with a new epoch, before any other use.
     forgotten: bool,
+    /// The last listing this actor wrote, and its text: an append whose
+    /// listing is the same, with the same text still in `meta`, sends none
+    /// (the store keeps it) and does not encode it again.
+    listed: Option<(Listing, String)>,
 }
 
 impl Actor {
