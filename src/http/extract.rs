@@ -1,7 +1,7 @@
 //! Extractors whose rejections are problem+json: the validated session id of
 //! the path, and query strings.
 
-use axum::extract::{FromRequestParts, Path, Query};
+use axum::extract::{FromRequestParts, Query, RawPathParams};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
@@ -89,11 +89,14 @@ pub struct SessionId(pub String);
 
 /// Validate a session id.
 pub fn valid_session_id(id: &str) -> bool {
+    // Most ids are printable ASCII, told apart a byte at a time; others
+    // are read as characters.
     !id.is_empty()
         && id.len() <= MAX_SESSION_ID
-        && id
-            .chars()
-            .all(|c| !c.is_control() && !c.is_whitespace() && !is_invisible_format(c))
+        && (id.bytes().all(|b| b.is_ascii_graphic())
+            || id
+                .chars()
+                .all(|c| !c.is_control() && !c.is_whitespace() && !is_invisible_format(c)))
 }
 
 /// Unicode format characters that render as nothing or reorder text: soft
@@ -121,13 +124,16 @@ async fn path_param<S: Send + Sync>(
     state: &S,
     name: &str,
 ) -> Result<String, Problem> {
-    let Path(params): Path<Vec<(String, String)>> = Path::from_request_parts(parts, state)
+    // The router's own decoded params, not deserialized into strings of
+    // their own (a `Vec` and two strings per param, 1% of a single-event
+    // POST's instructions, docs/BENCHMARKS.md).
+    let params = RawPathParams::from_request_parts(parts, state)
         .await
         .map_err(|e| Problem::bad_request("invalid_path", e.body_text()))?;
     params
-        .into_iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v)
+        .iter()
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
         .ok_or_else(|| Problem::bad_request("invalid_path", format!("missing {name}")))
 }
 
