@@ -21,8 +21,7 @@ use super::extract::read_body;
 use super::{AppState, SessionId};
 use crate::event::ag_ui::{self, AgUi, Mapped};
 use crate::event::body::{self, BodyError, BodyFormat};
-use crate::event::normalize;
-use crate::event::normalize::code;
+use crate::event::normalize::{code, normalize_naming, Refused};
 use crate::session::{IncomingEvent, IngestOutcome, SessionError, Warning};
 
 pub(super) fn router() -> Router<AppState> {
@@ -248,18 +247,17 @@ pub(super) fn normalized(
     raw: Value,
     limits: &crate::event::Limits,
 ) -> Result<IncomingEvent, Vec<ProblemItem>> {
-    let event_id = raw.get("id").and_then(Value::as_str).map(str::to_string);
-    match normalize(raw, limits) {
+    match normalize_naming(raw, limits) {
         Ok(n) => Ok(IncomingEvent {
             index,
             fact: n.fact,
             warnings: n.warnings,
         }),
-        Err(issues) => Err(issues
+        Err(Refused { issues, id }) => Err(issues
             .into_iter()
             .map(|i| ProblemItem {
                 index: Some(index),
-                event_id: event_id.clone(),
+                event_id: id.clone(),
                 code: i.code.to_string(),
                 path: i.path,
                 message: i.message,

@@ -72,7 +72,7 @@ pub const EVENT_TYPES: &[&str] = &[
 
 /// True when `v` is an AG-UI event (its `type` is one of [`EVENT_TYPES`]).
 pub fn is_ag_ui(v: &Value) -> bool {
-    v.get("type")
+    crate::event::normalize::field_of(v, "type")
         .and_then(Value::as_str)
         .is_some_and(|t| EVENT_TYPES.contains(&t))
 }

@@ -61,15 +61,38 @@ pub struct Normalized {
 /// Normalise one event: check its shape, redact it, read its fields, name its
 /// class, check its payload size and scope ids, then fill what can be derived.
 pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> {
+    normalize_naming(raw, limits).map_err(|r| r.issues)
+}
+
+/// An event [`normalize`] refused: what is wrong with it, and its `id`
+/// when it sent one as a string (for the reply to name it).
+#[derive(Debug)]
+pub struct Refused {
+    pub issues: Vec<Issue>,
+    pub id: Option<String>,
+}
+
+/// [`normalize`], with the id of a refused event: taken from it only when
+/// it is refused, not copied out of every event first.
+pub fn normalize_naming(raw: Value, limits: &Limits) -> Result<Normalized, Refused> {
     if let Some(issue) = check_shape(&raw, &mut String::with_capacity(64), 0, limits) {
-        return Err(vec![issue]);
+        let id = field_of(&raw, "id")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        return Err(Refused {
+            issues: vec![issue],
+            id,
+        });
     }
     let Value::Object(mut obj) = raw else {
-        return Err(vec![Issue::new(
-            code::SCHEMA_MISMATCH,
-            "",
-            "an event must be a JSON object",
-        )]);
+        return Err(Refused {
+            issues: vec![Issue::new(
+                code::SCHEMA_MISMATCH,
+                "",
+                "an event must be a JSON object",
+            )],
+            id: None,
+        });
     };
     let mut warnings = redact_secrets(&mut obj);
     warnings.extend(drop_unsafe_refs(&mut obj));
@@ -160,7 +183,7 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
         errors.extend(missing_scope_ids(&fact));
     }
     if !errors.is_empty() {
-        return Err(errors);
+        return Err(Refused { issues: errors, id });
     }
     derive_missing(&mut fact, id);
     warnings.extend(super::taxonomy::check(&fact));
@@ -187,6 +210,13 @@ pub fn normalize(raw: Value, limits: &Limits) -> Result<Normalized, Vec<Issue>> 
         });
     }
     Ok(Normalized { fact, warnings })
+}
+
+/// Top-level field `key` of an event, found along its keys when it has few
+/// (no hash of the name, as `Value::get` makes): for a look at one field
+/// before the event is normalised.
+pub fn field_of<'a>(event: &'a Value, key: &str) -> Option<&'a Value> {
+    event.as_object().and_then(|obj| reader::field(obj, key))
 }
 
 pub(super) fn type_name(v: &Value) -> &'static str {
