@@ -15,17 +15,20 @@ const DUPLICATE: &str = "duplicate key `";
 
 /// Parse `bytes` as one strict JSON value.
 pub fn from_slice(bytes: &[u8]) -> Result<Value, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let v = Strict.deserialize(&mut de)?;
-    de.end()?;
-    Ok(v)
+    whole(serde_json::Deserializer::from_slice(bytes))
 }
 
 /// Parse `text` as one strict JSON value. For a body already checked as
 /// UTF-8: the parser then does not check every string again (1% of a
 /// single-event POST's instructions, docs/BENCHMARKS.md).
 pub fn from_str(text: &str) -> Result<Value, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_str(text);
+    whole(serde_json::Deserializer::from_str(text))
+}
+
+/// The one strict value `de` reads, with nothing after it.
+fn whole<'de, R: serde_json::de::Read<'de>>(
+    mut de: serde_json::Deserializer<R>,
+) -> Result<Value, serde_json::Error> {
     let v = Strict.deserialize(&mut de)?;
     de.end()?;
     Ok(v)
