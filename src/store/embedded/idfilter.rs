@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use fastbloom::BloomFilter;
 use redb::ReadTransaction;
 
-use super::{layout, EmbeddedLog, IDS};
+use super::{keys, EmbeddedLog, IDS};
 
 /// The most bits all filters take together (16 MiB: about 14 million ids
 /// at the false-positive rate below).
@@ -251,7 +251,7 @@ impl EmbeddedLog {
 /// the read failed).
 fn id_hashes(r: &ReadTransaction, session: &str) -> Option<Vec<u64>> {
     let t = r.open_table(IDS).ok()?;
-    let prefix = layout::prefix(session);
+    let prefix = keys::prefix(session);
     let mut out = Vec::new();
     for item in t.range(prefix.as_slice()..).ok()? {
         let (k, _) = item.ok()?;

@@ -7,10 +7,12 @@
 //! never wait for writes.
 
 mod idfilter;
+mod keys;
 mod layout;
 mod logged;
 mod overlay;
 mod pending;
+mod runs;
 mod slot;
 mod tables;
 mod wal;
@@ -18,7 +20,7 @@ mod wal;
 mod wal_tests;
 mod writer;
 
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,8 +39,9 @@ use tables::known_ids;
 pub use wal::WAL_FILES;
 use writer::{Job, Msg, Writer};
 
-// Keyed by `layout`'s byte keys: a session's name, then a cursor or an id.
-const EVENTS: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("events.2");
+// Keyed by `layout`'s byte keys: a session's name, then a cursor (of the
+// first event of a row of `runs`) or an id.
+const EVENTS: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("events.3");
 const IDS: TableDefinition<'static, &[u8], u64> = TableDefinition::new("event_ids.2");
 const META: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("sessions");
 const CHECKPOINTS: TableDefinition<'static, &str, &[u8]> = TableDefinition::new("checkpoints");
@@ -338,19 +341,25 @@ impl EventLog for EmbeddedLog {
         let mut out = self
             .read_txn(move |r| {
                 let t = r.open_table(EVENTS).map_err(|e| rerr(&path)(e.into()))?;
-                let start = layout::event_key(&session, after.saturating_add(1));
-                let end = layout::event_key(&session, u64::MAX);
                 let mut out = Vec::new();
-                for item in t
-                    .range(start.as_slice()..=end.as_slice())
-                    .map_err(|e| rerr(&path)(e.into()))?
-                    .take(limit)
-                {
-                    let (k, v) = item.map_err(|e| rerr(&path)(e.into()))?;
-                    let cursor = layout::cursor_of(k.value());
-                    out.push(codec::decode_event(&session, cursor, v.value())?);
-                }
-                Ok(out)
+                let mut bad = None;
+                let from = after.saturating_add(1);
+                runs::visit(&t, &session, from, u64::MAX, |cursor, raw| {
+                    if out.len() == limit {
+                        return ControlFlow::Break(());
+                    }
+                    match codec::decode_event(&session, cursor, raw) {
+                        Ok(e) => out.push(e),
+                        Err(e) => bad = Some(e),
+                    }
+                    if bad.is_some() {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                })
+                .map_err(rerr(&path))?;
+                bad.map_or(Ok(out), Err)
             })
             .await?;
         let last = out.last().map_or(after, |e| e.cursor);

@@ -7,11 +7,13 @@
 #![allow(clippy::result_large_err)]
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::ControlFlow;
 use std::path::Path;
 
 use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 
-use super::layout::{self, KeyBuf};
+use super::keys::{self, KeyBuf};
+use super::runs::{self, RunWriter};
 use super::wal::Record;
 use super::{rerr, CHECKPOINTS, EVENTS, IDS, META};
 use crate::store::codec::{self, checkpoint_cursor, event_header};
@@ -35,21 +37,19 @@ pub(super) fn trim(
     if let Some(age) = retention.max_age_ms {
         let before = now_ms().saturating_sub(age);
         let mut oldest = Vec::new();
-        let (from, to) = (
-            layout::event_key(session, next.first),
-            layout::event_key(session, next.head),
-        );
-        for item in t.events.range(from.as_slice()..=to.as_slice())? {
-            let (k, v) = item?;
-            let Some((received, _)) = event_header(v.value()) else {
-                break;
-            };
-            let cursor = layout::cursor_of(k.value());
-            if received >= before || Some(cursor) > cp_cursor {
-                break;
-            }
-            oldest.push((cursor, received));
-        }
+        runs::visit(
+            &t.events,
+            session,
+            next.first,
+            next.head,
+            |cursor, raw| match event_header(raw) {
+                Some((received, _)) if received < before && Some(cursor) <= cp_cursor => {
+                    oldest.push((cursor, received));
+                    ControlFlow::Continue(())
+                }
+                _ => ControlFlow::Break(()),
+            },
+        )?;
         upto = upto.max(age_trim_to(cp_cursor, before, oldest.into_iter()));
     }
     if let Some(upto) = upto {
@@ -65,8 +65,7 @@ pub(super) struct Tables<'t> {
     pub ids: Ids<'t>,
     pub cps: redb::Table<'t, &'static str, &'static [u8]>,
     key: KeyBuf,
-    /// An event's value, encoded in place.
-    value: Vec<u8>,
+    runs: RunWriter,
 }
 
 /// The events table, open for writing.
@@ -81,17 +80,19 @@ impl<'t> Tables<'t> {
             ids: txn.open_table(IDS)?,
             cps: txn.open_table(CHECKPOINTS)?,
             key: KeyBuf::default(),
-            value: Vec::new(),
+            runs: RunWriter::default(),
         })
     }
 
-    /// Insert events and their ids.
-    pub fn insert(&mut self, session: &str, events: &[StoredEvent]) -> Result<(), redb::Error> {
+    /// Insert events of a session (in cursor order, after its head) and
+    /// their ids.
+    pub fn insert<'e>(
+        &mut self,
+        session: &str,
+        events: impl IntoIterator<Item = &'e StoredEvent> + Clone,
+    ) -> Result<(), redb::Error> {
+        self.runs.put(&mut self.events, session, events.clone())?;
         for e in events {
-            self.value.clear();
-            codec::encode_event(&mut self.value, e);
-            let key = self.key.event(session, e.cursor);
-            self.events.insert(key, self.value.as_slice())?;
             self.ids
                 .insert(self.key.id(session, &e.event_id), e.cursor)?;
         }
@@ -107,22 +108,9 @@ pub(super) fn remove_events(
     from: u64,
     upto: u64,
 ) -> Result<(), redb::Error> {
-    let mut doomed = Vec::new();
-    let (start, end) = (
-        layout::event_key(session, from),
-        layout::event_key(session, upto),
-    );
-    for item in events.range(start.as_slice()..=end.as_slice())? {
-        let (k, v) = item?;
-        let id = event_header(v.value()).map(|(_, id)| id.to_string());
-        doomed.push((layout::cursor_of(k.value()), id));
-    }
     let mut key = KeyBuf::default();
-    for (cursor, id) in doomed {
-        events.remove(key.event(session, cursor))?;
-        if let Some(id) = id {
-            ids.remove(key.id(session, &id))?;
-        }
+    for id in runs::remove(events, session, from, upto)? {
+        ids.remove(key.id(session, &id))?;
     }
     Ok(())
 }
@@ -153,6 +141,8 @@ pub(super) fn apply_logged(
             None => continue,
         };
         let mut next = meta.clone();
+        // The events the database takes, written as runs at the end.
+        let mut taken: Vec<&StoredEvent> = Vec::new();
         for r in records {
             let first = r.batch.events.first().map_or(0, |e| e.cursor);
             if next.epoch != r.epoch || next.deleted || first <= next.head {
@@ -161,7 +151,7 @@ pub(super) fn apply_logged(
             if let Err(e) = check_cursors(session, &next, &r.batch) {
                 return Err(format!("the log does not continue the database: {e}"));
             }
-            t.insert(session, &r.batch.events).map_err(s)?;
+            taken.extend(&r.batch.events);
             if let Some(cp) = &r.batch.checkpoint {
                 t.cps
                     .insert(session, codec::encode_checkpoint(cp).as_slice())
@@ -169,6 +159,7 @@ pub(super) fn apply_logged(
             }
             next = next.appended(&r.batch);
         }
+        t.insert(session, taken.iter().copied()).map_err(s)?;
         if next == meta {
             continue;
         }
@@ -202,7 +193,7 @@ pub(super) fn known_ids(
             Some(c) => Ok(Some(c)),
             None if !ask => Ok(None),
             None => t
-                .get(layout::id_key(session, id).as_slice())
+                .get(keys::id_key(session, id).as_slice())
                 .map(|v| v.map(|v| v.value()).filter(|c| *c >= first))
                 .map_err(|e| rerr(path)(e.into())),
         })
