@@ -115,7 +115,7 @@ mod tests {
     use super::*;
     use crate::store::contract::{batch, ev};
     use crate::store::embedded::{wal_tests, EmbeddedLog, EmbeddedOptions, DB_FILE, META};
-    use crate::store::{codec, EventLog, SessionMeta};
+    use crate::store::{codec, EventLog, SessionMeta, StoredEvent};
 
     fn opts() -> EmbeddedOptions {
         wal_tests::opts(std::time::Duration::from_millis(250))
@@ -130,26 +130,28 @@ mod tests {
         v
     }
 
-    /// A database as a build of layout 1 left it: two sessions ("s" with
-    /// events 1-3, "s2" with event 1), written with layout 1's tables.
-    fn layout_1(path: &std::path::Path) -> String {
+    /// A database as a build of layout `version` left it: two sessions
+    /// ("s" with events 1-3, "s2" with event 1), each event (and its
+    /// encoding) put in that layout's tables by `put`.
+    fn old_layout(
+        path: &std::path::Path,
+        version: u64,
+        put: fn(&WriteTransaction, &str, &StoredEvent, &[u8]),
+    ) -> String {
         let db = redb::Database::create(path).unwrap();
         let txn = db.begin_write().unwrap();
         let mut meta = SessionMeta::new_epoch();
         {
             txn.open_table(FORMAT)
                 .unwrap()
-                .insert("version", 1)
+                .insert("version", version)
                 .unwrap();
             let mut metas = txn.open_table(META).unwrap();
-            let mut events = txn.open_table(V1_EVENTS).unwrap();
-            let mut ids = txn.open_table(V1_IDS).unwrap();
             for (session, head) in [("s", 3), ("s2", 1)] {
                 for c in 1..=head {
                     let (e, mut raw) = (ev(c), Vec::new());
                     codec::encode_event(&mut raw, &e);
-                    events.insert((session, c), raw.as_slice()).unwrap();
-                    ids.insert((session, e.event_id.as_str()), c).unwrap();
+                    put(&txn, session, &e, &raw);
                 }
                 (meta.head, meta.first) = (head, 1);
                 metas
@@ -159,6 +161,28 @@ mod tests {
         }
         txn.commit().unwrap();
         meta.epoch
+    }
+
+    /// [`old_layout`] with layout 1's tables (tuple keys).
+    fn layout_1(path: &std::path::Path) -> String {
+        old_layout(path, 1, |txn, session, e, raw| {
+            let mut events = txn.open_table(V1_EVENTS).unwrap();
+            events.insert((session, e.cursor), raw).unwrap();
+            let mut ids = txn.open_table(V1_IDS).unwrap();
+            ids.insert((session, e.event_id.as_str()), e.cursor)
+                .unwrap();
+        })
+    }
+
+    /// [`old_layout`] with layout 2's tables (an event to a row).
+    fn layout_2(path: &std::path::Path) -> String {
+        old_layout(path, 2, |txn, session, e, raw| {
+            let mut key = KeyBuf::default();
+            let mut events = txn.open_table(V2_EVENTS).unwrap();
+            events.insert(key.event(session, e.cursor), raw).unwrap();
+            let mut ids = txn.open_table(IDS).unwrap();
+            ids.insert(key.id(session, &e.event_id), e.cursor).unwrap();
+        })
     }
 
     #[test]
@@ -180,40 +204,6 @@ mod tests {
         );
         assert_eq!(version(&dir), 9, "not overwritten");
         let _ = std::fs::remove_dir_all(dir);
-    }
-
-    /// A database as a build of layout 2 left it: the sessions of
-    /// [`layout_1`], with layout 2's tables (an event to a row).
-    fn layout_2(path: &std::path::Path) -> String {
-        let db = redb::Database::create(path).unwrap();
-        let txn = db.begin_write().unwrap();
-        let mut meta = SessionMeta::new_epoch();
-        {
-            txn.open_table(FORMAT)
-                .unwrap()
-                .insert("version", 2)
-                .unwrap();
-            let mut metas = txn.open_table(META).unwrap();
-            let mut events = txn.open_table(V2_EVENTS).unwrap();
-            let mut ids = txn.open_table(IDS).unwrap();
-            let mut key = KeyBuf::default();
-            for (session, head) in [("s", 3), ("s2", 1)] {
-                for c in 1..=head {
-                    let (e, mut raw) = (ev(c), Vec::new());
-                    codec::encode_event(&mut raw, &e);
-                    events
-                        .insert(key.event(session, c), raw.as_slice())
-                        .unwrap();
-                    ids.insert(key.id(session, &e.event_id), c).unwrap();
-                }
-                (meta.head, meta.first) = (head, 1);
-                metas
-                    .insert(session, codec::encode_meta(&meta).as_slice())
-                    .unwrap();
-            }
-        }
-        txn.commit().unwrap();
-        meta.epoch
     }
 
     #[tokio::test]

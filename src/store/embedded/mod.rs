@@ -39,7 +39,7 @@ use tables::known_ids;
 pub use wal::WAL_FILES;
 use writer::{Job, Msg, Writer};
 
-// Keyed by `layout`'s byte keys: a session's name, then a cursor (of the
+// Keyed by `keys`' byte keys: a session's name, then a cursor (of the
 // first event of a row of `runs`) or an id.
 const EVENTS: TableDefinition<'static, &[u8], &[u8]> = TableDefinition::new("events.3");
 const IDS: TableDefinition<'static, &[u8], u64> = TableDefinition::new("event_ids.2");
@@ -349,13 +349,14 @@ impl EventLog for EmbeddedLog {
                         return ControlFlow::Break(());
                     }
                     match codec::decode_event(&session, cursor, raw) {
-                        Ok(e) => out.push(e),
-                        Err(e) => bad = Some(e),
-                    }
-                    if bad.is_some() {
-                        ControlFlow::Break(())
-                    } else {
-                        ControlFlow::Continue(())
+                        Ok(e) => {
+                            out.push(e);
+                            ControlFlow::Continue(())
+                        }
+                        Err(e) => {
+                            bad = Some(e);
+                            ControlFlow::Break(())
+                        }
                     }
                 })
                 .map_err(rerr(&path))?;

@@ -1,6 +1,6 @@
 //! Layout 3's event rows: a session's events at consecutive cursors, up to
 //! [`RUN_EVENTS`] of them and about [`RUN_BYTES`], in one row keyed by the
-//! first one's cursor (`layout`'s event key). Each event in the value is
+//! first one's cursor (`keys`' event key). Each event in the value is
 //! its length (`u32`, little-endian) and then its encoding (`codec`).
 //!
 //! Layout 2 had one row per event, so the flusher made one B-tree insert
