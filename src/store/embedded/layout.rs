@@ -218,11 +218,10 @@ mod tests {
 
     /// A data dir an older build (`make`) left opens at this layout, twice,
     /// with every event, id and meta, takes appends, and has lost the old
-    /// layout's `tables`.
-    async fn moved_with_every_event_and_id(make: fn(&std::path::Path) -> String, tables: &[&str]) {
+    /// layout's tables (`old`).
+    async fn moved_with_every_event_and_id(make: fn(&std::path::Path) -> String, old: &[&str]) {
         let dir = wal_tests::tmpdir("layout-old");
         let epoch = make(&dir.join(DB_FILE));
-        let old = tables;
         for round in 0..2 {
             let log = EmbeddedLog::open(&dir, opts()).unwrap();
             let m = log.meta("s").await.unwrap().unwrap();

@@ -217,8 +217,10 @@ pub(super) fn remove(
     }
     let mut w = RunWriter::default();
     for (key, before, (next, after)) in rows {
-        t.remove(key.as_slice())?;
-        if !before.is_empty() {
+        // What the row keeps before the range takes its key again.
+        if before.is_empty() {
+            t.remove(key.as_slice())?;
+        } else {
             let first = keys::cursor_of(&key);
             w.put_raw(t, session, first, before.iter().map(Vec::as_slice))?;
         }
