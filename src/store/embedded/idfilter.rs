@@ -14,14 +14,13 @@
 //! is sized for twice its ids when built; past that it is dropped (and
 //! rebuilt), and past `BUDGET` bits in all, other sessions' filters go.
 
-use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex};
 
 use fastbloom::BloomFilter;
 use redb::ReadTransaction;
 
-use super::{keys, EmbeddedLog, IDS};
+use super::{keys, EmbeddedLog, FastMap, IDS};
 
 /// The most bits all filters take together (16 MiB: about 14 million ids
 /// at the false-positive rate below).
@@ -47,7 +46,7 @@ pub(super) struct IdFilters {
 
 #[derive(Default)]
 struct State {
-    sessions: HashMap<String, Entry>,
+    sessions: FastMap<String, Entry>,
     /// Bits of the ready filters.
     bits: usize,
     next_token: u64,

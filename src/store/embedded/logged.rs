@@ -3,7 +3,6 @@
 //! a half of it at a time, on the flusher thread, while appends go on to
 //! the other half (see `writer` for when).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,7 +10,7 @@ use super::slot::DbSlot;
 use super::tables::apply_logged;
 use super::wal::{Record, Wal};
 use super::writer::{FlushJob, Flushed, Job, Msg, Writer, FLUSH_EVENTS};
-use super::META;
+use super::{FastMap, META};
 use crate::store::{check_cursors, codec, trim_to, Retention, SessionMeta};
 
 impl Writer {
@@ -20,8 +19,8 @@ impl Writer {
     /// an append of events, a checkpoint under retention by age, a session
     /// the database does not know (or holds deleted), or a disk short of
     /// space.
-    pub(super) fn loggable(&self, jobs: &[Job]) -> Option<HashMap<String, SessionMeta>> {
-        let mut metas = HashMap::new();
+    pub(super) fn loggable(&self, jobs: &[Job]) -> Option<FastMap<String, SessionMeta>> {
+        let mut metas = FastMap::default();
         let mut read = None;
         for job in jobs {
             let Job::Append { session, batch, .. } = job else {
@@ -56,7 +55,7 @@ impl Writer {
     }
 
     /// Log a group of plain appends, show them to readers, answer them.
-    pub(super) fn log_group(&mut self, jobs: Vec<Job>, mut metas: HashMap<String, SessionMeta>) {
+    pub(super) fn log_group(&mut self, jobs: Vec<Job>, mut metas: FastMap<String, SessionMeta>) {
         let started = Instant::now();
         let mut answers = Vec::with_capacity(jobs.len());
         let mut records = Vec::with_capacity(jobs.len());

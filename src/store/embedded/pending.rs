@@ -8,15 +8,16 @@
 //! the database takes the appends, as it did before the log: until then a
 //! session may hold a few more events than `max_events_per_session`.
 
-use std::collections::HashMap;
 use std::sync::RwLock;
+
+use super::FastMap;
 
 use crate::store::{codec, Checkpoint, SessionMeta, StoreError, StoredEvent};
 
 /// The logged tail of every session that has one.
 #[derive(Debug, Default)]
 pub(super) struct Pending {
-    tails: RwLock<HashMap<String, Tail>>,
+    tails: RwLock<FastMap<String, Tail>>,
 }
 
 #[derive(Debug)]
@@ -25,12 +26,12 @@ struct Tail {
     /// database still holds those events until it takes the log).
     meta: SessionMeta,
     events: Vec<StoredEvent>,
-    ids: HashMap<String, u64>,
+    ids: FastMap<String, u64>,
     checkpoint: Option<Checkpoint>,
 }
 
 impl Pending {
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Tail>> {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, FastMap<String, Tail>> {
         self.tails.read().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -98,7 +99,7 @@ impl Pending {
         let tail = tails.entry(session.to_string()).or_insert_with(|| Tail {
             meta: meta.clone(),
             events: Vec::new(),
-            ids: HashMap::new(),
+            ids: FastMap::default(),
             checkpoint: None,
         });
         tail.meta = meta;
@@ -120,7 +121,7 @@ impl Pending {
     /// of every session it changed. Their events leave; a session's tail
     /// goes when nothing newer is logged, else keeps its newer events, with
     /// the database's trim.
-    pub fn retire(&self, flushed: &HashMap<String, SessionMeta>) {
+    pub fn retire(&self, flushed: &FastMap<String, SessionMeta>) {
         let mut tails = self.tails.write().unwrap_or_else(|p| p.into_inner());
         for (session, m) in flushed {
             let Some(t) = tails.get_mut(session) else {
@@ -143,7 +144,7 @@ impl Pending {
     /// The database holds everything logged.
     pub fn clear(&self) {
         let mut tails = self.tails.write().unwrap_or_else(|p| p.into_inner());
-        *tails = HashMap::new();
+        *tails = FastMap::default();
     }
 }
 

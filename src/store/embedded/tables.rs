@@ -6,7 +6,7 @@
 // redb's own error type is large; these helpers only pass it up.
 #![allow(clippy::result_large_err)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::path::Path;
 
@@ -15,7 +15,7 @@ use redb::{ReadTransaction, ReadableTable, WriteTransaction};
 use super::keys::{self, KeyBuf};
 use super::runs::{self, RunWriter};
 use super::wal::Record;
-use super::{rerr, CHECKPOINTS, EVENTS, IDS, META};
+use super::{rerr, FastMap, CHECKPOINTS, EVENTS, IDS, META};
 use crate::store::codec::{self, checkpoint_cursor, event_header};
 use crate::store::{
     age_trim_to, check_cursors, now_ms, trim_to, Retention, SessionMeta, StoreError, StoredEvent,
@@ -124,7 +124,7 @@ pub(super) fn apply_logged(
     retention: Retention,
     txn: &WriteTransaction,
     records: &[Record],
-) -> Result<HashMap<String, SessionMeta>, String> {
+) -> Result<FastMap<String, SessionMeta>, String> {
     let mut by_session: BTreeMap<&str, Vec<&Record>> = BTreeMap::new();
     for r in records {
         by_session.entry(r.session.as_str()).or_default().push(r);
@@ -132,7 +132,7 @@ pub(super) fn apply_logged(
     let s = |e: redb::Error| e.to_string();
     let mut metas = txn.open_table(META).map_err(|e| s(e.into()))?;
     let mut t = Tables::open(txn).map_err(s)?;
-    let mut out = HashMap::new();
+    let mut out = FastMap::default();
     for (session, records) in by_session {
         let raw = metas.get(session).map_err(|e| s(e.into()))?;
         let meta = match raw.map(|v| codec::decode_meta(session, v.value())) {

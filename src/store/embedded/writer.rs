@@ -17,7 +17,6 @@
 // to be turned into a group abort.
 #![allow(clippy::result_large_err)]
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,7 +29,7 @@ use super::pending::Pending;
 use super::slot::DbSlot;
 use super::tables::{apply_logged, remove_events, trim, Tables};
 use super::wal::{Record, Wal};
-use super::{CHECKPOINTS, EVENTS, IDS, META};
+use super::{FastMap, CHECKPOINTS, EVENTS, IDS, META};
 use crate::store::codec;
 use crate::store::{
     check_cursors, is_forgettable, now_ms, AppendBatch, Retention, SessionMeta, StoreError,
@@ -104,7 +103,7 @@ pub(super) struct FlushJob {
 pub(super) struct Flushed {
     pub records: Vec<Record>,
     pub wal: Wal,
-    pub result: Result<HashMap<String, SessionMeta>, String>,
+    pub result: Result<FastMap<String, SessionMeta>, String>,
 }
 
 /// What the writer needs.
