@@ -9,13 +9,34 @@ use super::{code, Issue, Limits};
 use crate::event::fact::Fact;
 use crate::event::redact;
 
-/// The first place where `v` breaks the string or depth limit.
-pub(super) fn check_shape(
-    v: &Value,
-    path: &mut String,
-    depth: usize,
-    limits: &Limits,
-) -> Option<Issue> {
+/// The first place where an event `v` breaks the string or depth limit.
+/// Walked without a path first: only a broken limit needs one, and the
+/// path pushed at every key was 1% of a single-event POST's instructions
+/// (docs/BENCHMARKS.md).
+pub(super) fn shape_issue(v: &Value, limits: &Limits) -> Option<Issue> {
+    if within_shape(v, 0, limits) {
+        return None;
+    }
+    check_shape(v, &mut String::with_capacity(64), 0, limits)
+}
+
+/// Whether `v` keeps the string and depth limits: the walk of
+/// [`check_shape`], without the path.
+fn within_shape(v: &Value, depth: usize, limits: &Limits) -> bool {
+    match v {
+        Value::String(s) => s.len() <= limits.max_string_bytes,
+        Value::Array(_) | Value::Object(_) if depth >= limits.max_depth => false,
+        Value::Array(items) => items.iter().all(|it| within_shape(it, depth + 1, limits)),
+        Value::Object(m) => m.iter().all(|(k, it)| {
+            k.len() <= limits.max_string_bytes && within_shape(it, depth + 1, limits)
+        }),
+        _ => true,
+    }
+}
+
+/// The first place where `v` breaks the string or depth limit, with its
+/// path.
+fn check_shape(v: &Value, path: &mut String, depth: usize, limits: &Limits) -> Option<Issue> {
     let long = |len: usize, path: &str| {
         (len > limits.max_string_bytes).then(|| {
             Issue::new(

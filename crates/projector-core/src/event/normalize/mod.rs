@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::classes;
 use super::fact::{Fact, ScopeIds, Taxonomy};
 use checks::{
-    check_payload_size, check_shape, drop_unsafe_refs, missing_scope_ids, redact_secrets,
+    check_payload_size, drop_unsafe_refs, missing_scope_ids, redact_secrets, shape_issue,
 };
 pub use derive::derive_id;
 use derive::derive_missing;
@@ -75,7 +75,7 @@ pub struct Refused {
 /// [`normalize`], with the id of a refused event: taken from it only when
 /// it is refused, not copied out of every event first.
 pub fn normalize_naming(raw: Value, limits: &Limits) -> Result<Normalized, Refused> {
-    if let Some(issue) = check_shape(&raw, &mut String::with_capacity(64), 0, limits) {
+    if let Some(issue) = shape_issue(&raw, limits) {
         let id = field_of(&raw, "id")
             .and_then(Value::as_str)
             .map(str::to_string);
