@@ -11,7 +11,6 @@
 use std::sync::RwLock;
 
 use super::FastMap;
-
 use crate::store::{codec, Checkpoint, SessionMeta, StoreError, StoredEvent};
 
 /// The logged tail of every session that has one.

@@ -169,8 +169,8 @@ fn room_below(base: &str) -> String {
 pub fn redact(value: &mut Value, base: &str) -> Vec<String> {
     let mut hits = Vec::new();
     // Most values hold no secret: looked through without a path first. The
-    // path pushed at every key and this walk's and `drop_unsafe_refs`'
-    // buffers were 1.8% of a single-event POST's instructions
+    // path pushed at every key, with this walk's and `drop_unsafe_refs`'
+    // buffers, was 0.9% of a single-event POST's instructions
     // (docs/BENCHMARKS.md).
     if any_secret(value) {
         walk(value, &mut room_below(base), &mut hits);
