@@ -154,13 +154,39 @@ pub fn push_index(path: &mut String, i: usize) {
     path.push_str(itoa::Buffer::new().format(i));
 }
 
-/// `base` with room for the segments a walk below it pushes: grown from
-/// its own length, it was reallocated at every level (1.6% of a
-/// single-event POST's instructions, docs/BENCHMARKS.md).
-fn room_below(base: &str) -> String {
-    let mut path = String::with_capacity(base.len() + 64);
-    path.push_str(base);
-    path
+/// Where a walk is in a value: a JSON pointer below `base`, written out
+/// as a string only for a hit. With the pointer as a string, the walks
+/// (here and the shape check's) pushed and popped a segment at every key,
+/// each in a buffer of its own: 1.8% of a single-event POST's
+/// instructions, whose values hold nothing to report (docs/BENCHMARKS.md).
+#[derive(Clone, Copy)]
+pub enum At<'a> {
+    Base(&'a str),
+    Key(&'a At<'a>, &'a str),
+    Index(&'a At<'a>, usize),
+}
+
+impl At<'_> {
+    /// The pointer as a string.
+    pub fn path(&self) -> String {
+        let mut out = String::with_capacity(64);
+        self.write(&mut out);
+        out
+    }
+
+    fn write(&self, out: &mut String) {
+        match *self {
+            At::Base(base) => out.push_str(base),
+            At::Key(parent, key) => {
+                parent.write(out);
+                push_segment(out, key);
+            }
+            At::Index(parent, i) => {
+                parent.write(out);
+                push_index(out, i);
+            }
+        }
+    }
 }
 
 /// Redact credential-like keys in place, recursively (arrays too). Returns
@@ -168,49 +194,27 @@ fn room_below(base: &str) -> String {
 /// under `base`.
 pub fn redact(value: &mut Value, base: &str) -> Vec<String> {
     let mut hits = Vec::new();
-    // Most values hold no secret: looked through without a path first. The
-    // path pushed at every key, with this walk's and `drop_unsafe_refs`'
-    // buffers, was 0.9% of a single-event POST's instructions
-    // (docs/BENCHMARKS.md).
-    if any_secret(value) {
-        walk(value, &mut room_below(base), &mut hits);
-    }
+    walk(value, At::Base(base), &mut hits);
     hits
 }
 
-/// Whether [`walk`] would redact anything in `value`.
-fn any_secret(value: &Value) -> bool {
-    match value {
-        Value::Object(map) => map.iter().any(|(k, v)| {
-            (is_secret_key(k) && !v.is_null() && v.as_str() != Some(REDACTED)) || any_secret(v)
-        }),
-        Value::Array(items) => items.iter().any(any_secret),
-        _ => false,
-    }
-}
-
-/// `path` is where `value` is; each segment is pushed on the way down and
-/// taken off on the way back (a string is made only for a hit).
-fn walk(value: &mut Value, path: &mut String, hits: &mut Vec<String>) {
-    let len = path.len();
+/// `at` is where `value` is (a string is made only for a hit).
+fn walk(value: &mut Value, at: At<'_>, hits: &mut Vec<String>) {
     match value {
         Value::Object(map) => {
             for (k, v) in map.iter_mut() {
-                push_segment(path, k);
+                let here = At::Key(&at, k);
                 if is_secret_key(k) && !v.is_null() && v.as_str() != Some(REDACTED) {
                     *v = Value::String(REDACTED.to_string());
-                    hits.push(path.clone());
+                    hits.push(here.path());
                 } else {
-                    walk(v, path, hits);
+                    walk(v, here, hits);
                 }
-                path.truncate(len);
             }
         }
         Value::Array(items) => {
             for (i, v) in items.iter_mut().enumerate() {
-                push_index(path, i);
-                walk(v, path, hits);
-                path.truncate(len);
+                walk(v, At::Index(&at, i), hits);
             }
         }
         _ => {}
@@ -230,65 +234,40 @@ fn is_ref_key(key: &str) -> bool {
 /// (array elements) or nulled (object values). Returns the paths dropped.
 pub fn drop_unsafe_refs(v: &mut Value, base: &str, all_strings: bool) -> Vec<String> {
     let mut hits = Vec::new();
-    // As in `redact`: looked through without a path first.
-    if any_unsafe_ref(v, all_strings) {
-        walk_refs(v, &mut room_below(base), all_strings, &mut hits);
-    }
+    walk_refs(v, At::Base(base), all_strings, &mut hits);
     hits
 }
 
-/// Whether [`walk_refs`] would drop anything from `v`.
-fn any_unsafe_ref(v: &Value, here: bool) -> bool {
-    let unsafe_string = |v: &Value, refy: bool| match v {
-        Value::String(s) => refy && unsafe_ref(s).is_some(),
-        _ => false,
-    };
-    match v {
-        Value::Object(map) => map.iter().any(|(k, val)| {
-            let refy = here || is_ref_key(k);
-            unsafe_string(val, refy) || any_unsafe_ref(val, refy)
-        }),
-        Value::Array(items) => items
-            .iter()
-            .any(|it| unsafe_string(it, here) || any_unsafe_ref(it, here)),
-        _ => false,
-    }
-}
-
-fn walk_refs(v: &mut Value, path: &mut String, here: bool, hits: &mut Vec<String>) {
-    let len = path.len();
+fn walk_refs(v: &mut Value, at: At<'_>, here: bool, hits: &mut Vec<String>) {
     match v {
         Value::Object(map) => {
             for (k, val) in map.iter_mut() {
-                push_segment(path, k);
+                let key_at = At::Key(&at, k);
                 let refy = here || is_ref_key(k);
                 match val {
                     Value::String(s) if refy && unsafe_ref(s).is_some() => {
                         *val = Value::Null;
-                        hits.push(path.clone());
+                        hits.push(key_at.path());
                     }
-                    _ => walk_refs(val, path, refy, hits),
+                    _ => walk_refs(val, key_at, refy, hits),
                 }
-                path.truncate(len);
             }
         }
         Value::Array(items) => {
             let mut idx = 0;
             items.retain_mut(|it| {
-                push_index(path, idx);
+                let item_at = At::Index(&at, idx);
                 idx += 1;
-                let keep = match it {
+                match it {
                     Value::String(s) if here && unsafe_ref(s).is_some() => {
-                        hits.push(path.clone());
+                        hits.push(item_at.path());
                         false
                     }
                     _ => {
-                        walk_refs(it, path, here, hits);
+                        walk_refs(it, item_at, here, hits);
                         true
                     }
-                };
-                path.truncate(len);
-                keep
+                }
             });
         }
         _ => {}
@@ -404,29 +383,56 @@ mod tests {
     }
 
     #[test]
-    fn the_looks_without_a_path_agree_with_the_walks() {
-        let values = [
-            json!({"delta": "token "}),
-            json!({"headers": {"Authorization": "Bearer x"}}),
-            json!({"a": [{"b": [{"apiKey": "k"}]}]}),
-            json!({"password": null, "token": REDACTED}),
-            json!([{"token": 1}]),
-            json!({"fileRef": "/home/ana/a", "name": "/home/ana/b"}),
-            json!({"outer": {"refs": [["ok://a", "file:///x"]]}}),
-            json!(["/tmp/x"]),
-            json!({"links": {"href": "https://u:p@x.test/"}}),
-            json!("file:///x"),
+    fn walks_name_the_paths_they_change_and_only_those() {
+        /// A value, what is redacted, the refs dropped under ref keys, and
+        /// with every string a ref.
+        type Case = (
+            Value,
+            &'static [&'static str],
+            &'static [&'static str],
+            &'static [&'static str],
+        );
+        let cases: [Case; 10] = [
+            (json!({"delta": "token "}), &[], &[], &[]),
+            (
+                json!({"headers": {"Authorization": "Bearer x"}}),
+                &["/p/headers/Authorization"],
+                &[],
+                &[],
+            ),
+            (
+                json!({"a": [{"b": [{"apiKey": "k"}]}]}),
+                &["/p/a/0/b/0/apiKey"],
+                &[],
+                &[],
+            ),
+            (json!({"password": null, "token": REDACTED}), &[], &[], &[]),
+            (json!([{"token": 1}]), &["/p/0/token"], &[], &[]),
+            (
+                json!({"fileRef": "/home/ana/a", "name": "/home/ana/b"}),
+                &[],
+                &["/p/fileRef"],
+                &["/p/fileRef", "/p/name"],
+            ),
+            (
+                json!({"outer": {"refs": [["ok://a", "file:///x"]]}}),
+                &[],
+                &["/p/outer/refs/0/1"],
+                &["/p/outer/refs/0/1"],
+            ),
+            (json!(["/tmp/x"]), &[], &[], &["/p/0"]),
+            (
+                json!({"links": {"a/b": {"href": "https://u:p@x.test/"}}}),
+                &[],
+                &["/p/links/a~1b/href"],
+                &["/p/links/a~1b/href"],
+            ),
+            (json!("file:///x"), &[], &[], &[]),
         ];
-        for v in values {
-            for all in [false, true] {
-                let secrets = !redact(&mut v.clone(), "").is_empty();
-                let refs = !drop_unsafe_refs(&mut v.clone(), "", all).is_empty();
-                assert_eq!(
-                    (any_secret(&v), any_unsafe_ref(&v, all)),
-                    (secrets, refs),
-                    "{v}"
-                );
-            }
+        for (v, secrets, refs, all) in cases {
+            assert_eq!(redact(&mut v.clone(), "/p"), secrets, "{v}");
+            assert_eq!(drop_unsafe_refs(&mut v.clone(), "/p", false), refs, "{v}");
+            assert_eq!(drop_unsafe_refs(&mut v.clone(), "/p", true), all, "{v}");
         }
     }
 

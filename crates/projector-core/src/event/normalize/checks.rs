@@ -7,41 +7,20 @@ use serde_json::{Map, Value};
 use super::reader::{field, field_mut, is_envelope_field};
 use super::{code, Issue, Limits};
 use crate::event::fact::Fact;
-use crate::event::redact;
+use crate::event::redact::{self, At};
 
 /// The first place where an event `v` breaks the string or depth limit.
-/// Walked without a path first: only a broken limit needs one, and the
-/// path pushed at every key was 1% of a single-event POST's instructions
-/// (docs/BENCHMARKS.md).
 pub(super) fn shape_issue(v: &Value, limits: &Limits) -> Option<Issue> {
-    if within_shape(v, 0, limits) {
-        return None;
-    }
-    check_shape(v, &mut String::with_capacity(64), 0, limits)
+    check_shape(v, At::Base(""), 0, limits)
 }
 
-/// Whether `v` keeps the string and depth limits: the walk of
-/// [`check_shape`], without the path.
-fn within_shape(v: &Value, depth: usize, limits: &Limits) -> bool {
-    match v {
-        Value::String(s) => s.len() <= limits.max_string_bytes,
-        Value::Array(_) | Value::Object(_) if depth >= limits.max_depth => false,
-        Value::Array(items) => items.iter().all(|it| within_shape(it, depth + 1, limits)),
-        Value::Object(m) => m.iter().all(|(k, it)| {
-            k.len() <= limits.max_string_bytes && within_shape(it, depth + 1, limits)
-        }),
-        _ => true,
-    }
-}
-
-/// The first place where `v` breaks the string or depth limit, with its
-/// path.
-fn check_shape(v: &Value, path: &mut String, depth: usize, limits: &Limits) -> Option<Issue> {
-    let long = |len: usize, path: &str| {
+/// [`shape_issue`] of `v`, found at `at`, `depth` levels down.
+fn check_shape(v: &Value, at: At<'_>, depth: usize, limits: &Limits) -> Option<Issue> {
+    let long = |len: usize, at: &At<'_>| {
         (len > limits.max_string_bytes).then(|| {
             Issue::new(
                 code::STRING_TOO_LONG,
-                path,
+                at.path(),
                 format!(
                     "a string of {len} bytes; the limit is {} (send large bodies as refs)",
                     limits.max_string_bytes
@@ -50,25 +29,19 @@ fn check_shape(v: &Value, path: &mut String, depth: usize, limits: &Limits) -> O
         })
     };
     match v {
-        Value::String(s) => long(s.len(), path),
+        Value::String(s) => long(s.len(), &at),
         Value::Array(_) | Value::Object(_) if depth >= limits.max_depth => Some(Issue::new(
             code::TOO_DEEP,
-            path.clone(),
+            at.path(),
             format!("nested deeper than {} levels", limits.max_depth),
         )),
-        Value::Array(items) => items.iter().enumerate().find_map(|(i, it)| {
-            let len = path.len();
-            redact::push_index(path, i);
-            let r = check_shape(it, path, depth + 1, limits);
-            path.truncate(len);
-            r
-        }),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .find_map(|(i, it)| check_shape(it, At::Index(&at, i), depth + 1, limits)),
         Value::Object(m) => m.iter().find_map(|(k, it)| {
-            let len = path.len();
-            redact::push_segment(path, k);
-            let r = long(k.len(), path).or_else(|| check_shape(it, path, depth + 1, limits));
-            path.truncate(len);
-            r
+            let here = At::Key(&at, k);
+            long(k.len(), &here).or_else(|| check_shape(it, here, depth + 1, limits))
         }),
         _ => None,
     }
