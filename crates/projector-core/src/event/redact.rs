@@ -133,7 +133,7 @@ pub fn is_secret_key(key: &str) -> bool {
 
 /// Append `key` to a JSON pointer `path` as one segment (`~` and `/`
 /// escaped as `~0` and `~1`).
-pub fn push_segment(path: &mut String, key: &str) {
+fn push_segment(path: &mut String, key: &str) {
     path.push('/');
     if !key.contains(['~', '/']) {
         path.push_str(key);
@@ -149,7 +149,7 @@ pub fn push_segment(path: &mut String, key: &str) {
 }
 
 /// Append an array index to a JSON pointer `path` as one segment.
-pub fn push_index(path: &mut String, i: usize) {
+fn push_index(path: &mut String, i: usize) {
     path.push('/');
     path.push_str(itoa::Buffer::new().format(i));
 }
