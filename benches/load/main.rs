@@ -375,7 +375,15 @@ async fn ingest_shapes(
     events: usize,
     rows: &mut Vec<Value>,
 ) {
+    // The durable store's own figures for each shape (its group commits
+    // and the appends as the actors wait for them), from its `/metrics`.
+    let durable = id["store"] == "embedded";
     for (clients, batch, label, share) in shapes {
+        let before = if durable {
+            servers::sums(server, &STORE_SUMS).await
+        } else {
+            Vec::new()
+        };
         let f = ingest(server, clients, batch, events / share).await;
         println!(
             "{who} {label}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
@@ -387,7 +395,58 @@ async fn ingest_shapes(
         let mut id = id.clone();
         id["clients"] = json!(clients);
         id["batch"] = json!(batch);
+        if durable {
+            let after = servers::sums(server, &STORE_SUMS).await;
+            let posted = (events / share / clients / batch).max(1) * clients * batch;
+            let secs = posted as f64 / f.events_per_s.max(1.0);
+            if let Some(g) = GroupFigures::between(&before, &after, secs) {
+                println!(
+                    "  durable store {label}: {:.1} jobs per group commit, one every {:.0} µs, {:.3} ms each; an append {:.3} ms as the actor waits for it",
+                    g.jobs, g.every_us, g.commit_ms, g.append_ms
+                );
+                id["group_jobs"] = json!(g.jobs);
+                id["group_every_us"] = json!(g.every_us);
+                id["commit_ms"] = json!(g.commit_ms);
+                id["append_ms"] = json!(g.append_ms);
+            }
+        }
         rows.push(ingest_row(id, &f));
+    }
+}
+
+/// The durable store's histograms read around an ingest shape: jobs per
+/// group commit, the commit's time, the append's time as the actor waits.
+const STORE_SUMS: [&str; 3] = [
+    "projector_store_group_jobs",
+    "projector_store_commit_seconds",
+    "projector_store_append_seconds",
+];
+
+/// What the durable store did during a shape (docs/BENCHMARKS.md, "What
+/// holds a durable POST").
+struct GroupFigures {
+    jobs: f64,
+    every_us: f64,
+    commit_ms: f64,
+    append_ms: f64,
+}
+
+impl GroupFigures {
+    /// From the sums and counts of [`STORE_SUMS`] before and after a shape
+    /// that took `secs`; `None` when the store committed no group.
+    fn between(before: &[(f64, f64)], after: &[(f64, f64)], secs: f64) -> Option<Self> {
+        let diff = |i: usize| {
+            let (b, a) = (before.get(i)?, after.get(i)?);
+            Some((a.0 - b.0, a.1 - b.1))
+        };
+        let ((jobs, groups), (commit_s, commits), (append_s, appends)) =
+            (diff(0)?, diff(1)?, diff(2)?);
+        (groups > 0.0 && commits > 0.0 && appends > 0.0).then(|| GroupFigures {
+            jobs: jobs / groups,
+            every_us: secs * 1e6 / groups,
+            commit_ms: commit_s * 1e3 / commits,
+            append_ms: append_s * 1e3 / appends,
+        })
     }
 }
 

@@ -291,6 +291,32 @@ pub async fn histogram(server: &Server, name: &str) -> Vec<(f64, f64)> {
     out
 }
 
+/// The sum and count of each histogram of `names` in the server's
+/// `/metrics`, summed over its label sets (zeros for one it has not).
+pub async fn sums(server: &Server, names: &[&str]) -> Vec<(f64, f64)> {
+    let text = match reqwest::get(format!("{}/metrics", server.url())).await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("  (no metrics: {e})");
+            return Vec::new();
+        }
+    };
+    let field = |name: &str, suffix: &str| -> f64 {
+        let key = format!("{name}_{suffix}");
+        text.lines()
+            .filter(|l| {
+                l.strip_prefix(key.as_str())
+                    .is_some_and(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    names
+        .iter()
+        .map(|name| (field(name, "sum"), field(name, "count")))
+        .collect()
+}
+
 /// The shares of a histogram's samples between two scrapes that fell at or
 /// under each of `bounds` (seconds), as "≤5ms 40%, ..." text.
 pub fn shares(before: &[(f64, f64)], after: &[(f64, f64)], bounds: &[f64]) -> String {
