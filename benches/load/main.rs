@@ -384,7 +384,9 @@ async fn ingest_shapes(
         } else {
             Vec::new()
         };
+        let took = Instant::now();
         let f = ingest(server, clients, batch, events / share).await;
+        let secs = took.elapsed().as_secs_f64();
         println!(
             "{who} {label}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
             f.events_per_s,
@@ -397,8 +399,6 @@ async fn ingest_shapes(
         id["batch"] = json!(batch);
         if durable {
             let after = servers::sums(server, &STORE_SUMS).await;
-            let posted = (events / share / clients / batch).max(1) * clients * batch;
-            let secs = posted as f64 / f.events_per_s.max(1.0);
             if let Some(g) = GroupFigures::between(&before, &after, secs) {
                 println!(
                     "  durable store {label}: {:.1} jobs per group commit, one every {:.0} µs, {:.3} ms each; an append {:.3} ms as the actor waits for it",

@@ -255,15 +255,23 @@ pub fn floor(shards: usize) -> Server {
     }
 }
 
+/// The server's `/metrics` text, or `None` (said on stderr) when it
+/// cannot be read.
+async fn metrics_text(server: &Server) -> Option<String> {
+    match reqwest::get(format!("{}/metrics", server.url())).await {
+        Ok(r) => Some(r.text().await.unwrap_or_default()),
+        Err(e) => {
+            eprintln!("  (no metrics: {e})");
+            None
+        }
+    }
+}
+
 /// The cumulative bucket counts (`le`, count) of a histogram in the
 /// server's `/metrics`, summed over its label sets.
 pub async fn histogram(server: &Server, name: &str) -> Vec<(f64, f64)> {
-    let text = match reqwest::get(format!("{}/metrics", server.url())).await {
-        Ok(r) => r.text().await.unwrap_or_default(),
-        Err(e) => {
-            eprintln!("  (no metrics: {e})");
-            return Vec::new();
-        }
+    let Some(text) = metrics_text(server).await else {
+        return Vec::new();
     };
     let mut out: Vec<(f64, f64)> = Vec::new();
     let prefix = format!("{name}_bucket{{");
@@ -294,12 +302,8 @@ pub async fn histogram(server: &Server, name: &str) -> Vec<(f64, f64)> {
 /// The sum and count of each histogram of `names` in the server's
 /// `/metrics`, summed over its label sets (zeros for one it has not).
 pub async fn sums(server: &Server, names: &[&str]) -> Vec<(f64, f64)> {
-    let text = match reqwest::get(format!("{}/metrics", server.url())).await {
-        Ok(r) => r.text().await.unwrap_or_default(),
-        Err(e) => {
-            eprintln!("  (no metrics: {e})");
-            return Vec::new();
-        }
+    let Some(text) = metrics_text(server).await else {
+        return Vec::new();
     };
     let field = |name: &str, suffix: &str| -> f64 {
         let key = format!("{name}_{suffix}");
