@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value};
 
-use super::reader::{field, field_mut, is_envelope_field};
+use super::reader::Reader;
 use super::{code, Issue, Limits};
 use crate::event::fact::Fact;
 use crate::event::redact::{self, At};
@@ -49,17 +49,14 @@ fn check_shape(v: &Value, at: At<'_>, depth: usize, limits: &Limits) -> Option<I
 
 /// Redacts credential-like values (in `payload`, `refs` and extension
 /// fields) before anything else reads them; one warning per value.
-pub(super) fn redact_secrets(obj: &mut Map<String, Value>) -> Vec<Issue> {
+pub(super) fn redact_secrets(r: &mut Reader) -> Vec<Issue> {
     let mut paths = Vec::new();
     for (key, base) in [("payload", "/payload"), ("refs", "/refs")] {
-        if let Some(v) = field_mut(obj, key) {
+        if let Some(v) = r.field_mut(key) {
             paths.extend(redact::redact(v, base));
         }
     }
-    for (k, v) in obj.iter_mut() {
-        if is_envelope_field(k) {
-            continue;
-        }
+    for (k, v) in r.extra.iter_mut() {
         if redact::is_secret_key(k) && !v.is_null() {
             *v = Value::String(redact::REDACTED.into());
             paths.push(format!("/{k}"));
@@ -81,19 +78,19 @@ pub(super) fn redact_secrets(obj: &mut Map<String, Value>) -> Vec<Issue> {
 
 /// Drops refs that are local absolute paths or URLs carrying credentials;
 /// one warning per ref.
-pub(super) fn drop_unsafe_refs(obj: &mut Map<String, Value>) -> Vec<Issue> {
+pub(super) fn drop_unsafe_refs(r: &mut Reader) -> Vec<Issue> {
     let mut dropped = Vec::new();
-    if let Some(v) = field_mut(obj, "payload") {
+    if let Some(v) = r.field_mut("payload") {
         dropped.extend(redact::drop_unsafe_refs(v, "/payload", false));
     }
     for key in ["refs", "refIds", "artifactRefs", "evidenceRefs"] {
-        if let Some(v) = field_mut(obj, key) {
+        if let Some(v) = r.field_mut(key) {
             dropped.extend(redact::drop_unsafe_refs(v, &format!("/{key}"), true));
         }
     }
-    if let Some(Value::String(r)) = field(obj, "rawEventRef") {
-        if redact::unsafe_ref(r).is_some() {
-            obj.remove("rawEventRef");
+    if let Some(Value::String(raw)) = r.field("rawEventRef") {
+        if redact::unsafe_ref(raw).is_some() {
+            r.take("rawEventRef");
             dropped.push("/rawEventRef".to_string());
         }
     }

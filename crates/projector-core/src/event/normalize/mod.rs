@@ -84,7 +84,7 @@ pub fn normalize_naming(raw: Value, limits: &Limits) -> Result<Normalized, Refus
             id,
         });
     }
-    let Value::Object(mut obj) = raw else {
+    let Value::Object(obj) = raw else {
         return Err(Refused {
             issues: vec![Issue::new(
                 code::SCHEMA_MISMATCH,
@@ -94,16 +94,13 @@ pub fn normalize_naming(raw: Value, limits: &Limits) -> Result<Normalized, Refus
             id: None,
         });
     };
-    let mut warnings = redact_secrets(&mut obj);
-    warnings.extend(drop_unsafe_refs(&mut obj));
+    let mut r = Reader::of(obj);
+    let mut warnings = redact_secrets(&mut r);
+    warnings.extend(drop_unsafe_refs(&mut r));
 
-    let mut r = Reader {
-        obj,
-        errors: Vec::new(),
-    };
     // Taken out first (and read in its turn below): the fields most events
     // send besides it are read early, so the forty-odd asked for after them
-    // find an empty object.
+    // find none left.
     let payload = r.take("payload");
     let (envelope, class_name) = r.envelope();
     let id = r.id();
@@ -138,9 +135,9 @@ pub fn normalize_naming(raw: Value, limits: &Limits) -> Result<Normalized, Refus
     let artifact_refs = r.ref_list("artifactRefs");
     let evidence_refs = r.ref_list("evidenceRefs");
     let refs = r.refs();
+    debug_assert!(r.all_taken(), "every envelope field is read");
     let Reader {
-        obj: extra,
-        mut errors,
+        extra, mut errors, ..
     } = r;
 
     let source_class = class_of(
@@ -297,6 +294,20 @@ mod tests {
         assert_eq!(f.timestamp.as_deref(), Some("2026-06-10T00:00:00Z"));
         assert_eq!(f.extra["x-ext"], json!({"k": 1}));
         assert!(n.warnings.is_empty());
+    }
+
+    /// Extension fields are kept in the event's order, whatever envelope
+    /// fields (and dropped refs) stand between them.
+    #[test]
+    fn extension_fields_keep_the_events_order() {
+        let n = ok(json!({
+            "x-a": 1, "type": "text.delta", "x-b": 2, "id": "e1", "payload": {"delta": "hi"},
+            "messageId": "m1", "x-c": 3, "rawEventRef": "/home/me/raw.json", "x-d": 4
+        }));
+        let keys: Vec<&str> = n.fact.extra.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["x-a", "x-b", "x-c", "x-d"]);
+        assert_eq!(n.fact.raw_event_ref, None, "a local path is dropped");
+        assert!(n.warnings.iter().any(|w| w.path == "/rawEventRef"));
     }
 
     #[test]

@@ -94,10 +94,21 @@ pub(super) fn is_envelope_field(key: &str) -> bool {
 }
 
 /// Takes the envelope's fields out of the event one by one, recording a
-/// `schema_mismatch` for each of the wrong type; what is left are the
-/// extension fields.
+/// `schema_mismatch` for each of the wrong type; the extension fields are
+/// set apart when it is made.
+///
+/// The event's map is taken apart once, in its order: each envelope field
+/// goes to `fields` (an event sends a few; a field is found along them, with
+/// no hash of its name) and each other field to `extra`. Looked up and
+/// removed in the map, each field the reader took was hashed (SipHash) twice
+/// or more and moved the map's last entry into its place (2.5% of a
+/// single-event POST's instructions, docs/BENCHMARKS.md), and what was left
+/// for `extra` came out in an order those removals had shuffled.
 pub(super) struct Reader {
-    pub(super) obj: Map<String, Value>,
+    /// The envelope fields not taken yet (in no particular order).
+    fields: Vec<(String, Value)>,
+    /// The extension fields, in the event's order.
+    pub(super) extra: Map<String, Value>,
     pub(super) errors: Vec<Issue>,
 }
 
@@ -121,24 +132,49 @@ pub(super) fn field<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Va
     }
 }
 
-/// [`field`], to change.
-pub(super) fn field_mut<'a>(obj: &'a mut Map<String, Value>, key: &str) -> Option<&'a mut Value> {
-    if may_hold(obj, key) {
-        obj.get_mut(key)
-    } else {
-        None
-    }
-}
-
 impl Reader {
-    /// Field `key` taken out of the event, if it is there.
+    /// The reader of one event's fields.
+    pub(super) fn of(obj: Map<String, Value>) -> Reader {
+        let mut fields = Vec::with_capacity(obj.len());
+        let mut extra = Map::new();
+        for (k, v) in obj {
+            if is_envelope_field(&k) {
+                fields.push((k, v));
+            } else {
+                extra.insert(k, v);
+            }
+        }
+        Reader {
+            fields,
+            extra,
+            errors: Vec::new(),
+        }
+    }
+
+    fn position(&self, key: &str) -> Option<usize> {
+        self.fields.iter().position(|(k, _)| k == key)
+    }
+
+    /// Envelope field `key`, if it is there and not taken yet.
+    pub(super) fn field(&self, key: &str) -> Option<&Value> {
+        self.position(key).map(|i| &self.fields[i].1)
+    }
+
+    /// [`Reader::field`], to change.
+    pub(super) fn field_mut(&mut self, key: &str) -> Option<&mut Value> {
+        self.position(key).map(|i| &mut self.fields[i].1)
+    }
+
+    /// Envelope field `key` taken out of the event, if it is there.
     #[inline]
     pub(super) fn take(&mut self, key: &str) -> Option<Value> {
-        if may_hold(&self.obj, key) {
-            self.obj.remove(key)
-        } else {
-            None
-        }
+        let i = self.position(key)?;
+        Some(self.fields.swap_remove(i).1)
+    }
+
+    /// Whether every envelope field the event sent has been taken.
+    pub(super) fn all_taken(&self) -> bool {
+        self.fields.is_empty()
     }
 
     pub(super) fn mismatch(&mut self, path: String, message: String) {
@@ -150,7 +186,7 @@ impl Reader {
     #[inline(always)]
     pub(super) fn string(&mut self, key: &str) -> Option<String> {
         // Most are asked for once the event's few fields have been taken.
-        if self.obj.is_empty() {
+        if self.fields.is_empty() {
             return None;
         }
         self.string_field(key)
