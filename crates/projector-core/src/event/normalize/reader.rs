@@ -101,7 +101,7 @@ pub(super) fn is_envelope_field(key: &str) -> bool {
 /// goes to `fields` (an event sends a few; a field is found along them, with
 /// no hash of its name) and each other field to `extra`. Looked up and
 /// removed in the map, each field the reader took was hashed (SipHash) twice
-/// or more and moved the map's last entry into its place (2.5% of a
+/// or more and moved the map's last entry into its place (2.2% of a
 /// single-event POST's instructions, docs/BENCHMARKS.md), and what was left
 /// for `extra` came out in an order those removals had shuffled.
 pub(super) struct Reader {
