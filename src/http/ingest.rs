@@ -7,7 +7,7 @@
 //! applies it as it arrives.
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -24,11 +24,15 @@ use crate::event::body::{self, BodyError, BodyFormat};
 use crate::event::normalize::{code, normalize_naming, Refused};
 use crate::session::{IncomingEvent, IngestOutcome, SessionError, Warning};
 
+/// No `DefaultBodyLimit` layer: the handler reads the raw body within its
+/// own limit (`ingest.max_body_bytes`), which axum's default limit never
+/// touches (only its `Bytes`, `String` and `Json` extractors apply it). As
+/// a layer it was one more boxed service each request cloned and called
+/// (2.1% of a single-event POST's instructions, docs/BENCHMARKS.md);
+/// `hostile::an_oversized_batch_is_refused_before_its_values_are_built`
+/// reads an 8 MiB body to its end.
 pub(super) fn router() -> Router<AppState> {
-    Router::new().route(
-        "/v1/sessions/{session_id}/events",
-        post(post_events).layer(DefaultBodyLimit::disable()),
-    )
+    Router::new().route("/v1/sessions/{session_id}/events", post(post_events))
 }
 
 /// What a request body is.
