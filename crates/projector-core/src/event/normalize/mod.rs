@@ -310,6 +310,34 @@ mod tests {
         assert!(n.warnings.iter().any(|w| w.path == "/rawEventRef"));
     }
 
+    /// Every field the envelope schema names is read into the fact: none is
+    /// left unread (the reader's `debug_assert`) or kept as an extension.
+    #[test]
+    fn every_envelope_field_is_read() {
+        let schema = envelope_schema();
+        let mut event = serde_json::Map::new();
+        for (name, prop) in schema["properties"].as_object().unwrap() {
+            let value = match (name.as_str(), prop["type"].as_str()) {
+                ("type" | "eventClass", _) => json!("text.delta"),
+                ("schemaVersion", _) => json!("agent-ui/1"),
+                (_, Some("string")) => json!("x"),
+                (_, Some("integer")) => json!(1),
+                (_, Some("array")) => json!(["x"]),
+                _ => json!({"k": "v"}),
+            };
+            event.insert(name.clone(), value);
+        }
+        assert!(
+            event.len() > 40,
+            "the schema names every field: {}",
+            event.len()
+        );
+        let n = ok(Value::Object(event));
+        assert!(n.fact.extra.is_empty(), "{:?}", n.fact.extra);
+        assert_eq!(n.fact.raw_event_ref.as_deref(), Some("x"));
+        assert_eq!(n.fact.sequence, Some(1));
+    }
+
     #[test]
     fn agent_ui_envelope_derives_kind_and_status() {
         let f = ok(json!({"type": "run.finished", "owner": "runtime", "scope": "run", "phase": "completed", "runId": "r1"})).fact;
