@@ -25,10 +25,7 @@ use crate::event::ag_ui;
 const MAX_BODY: usize = 4 * 1024 * 1024;
 
 pub(super) fn router() -> Router<AppState> {
-    Router::new().route(
-        "/v1/sessions/{session_id}/ag-ui",
-        post(run_agent).layer(axum::extract::DefaultBodyLimit::disable()),
-    )
+    Router::new().route("/v1/sessions/{session_id}/ag-ui", post(run_agent))
 }
 
 /// Run the upstream AG-UI agent on a `RunAgentInput` through the session.

@@ -32,10 +32,7 @@ use crate::session::{MessageFeed, MessagePick};
 pub(super) const MAX_BODY: usize = 4 * 1024 * 1024;
 
 pub(super) fn router() -> Router<AppState> {
-    Router::new().route(
-        "/v1/chat",
-        post(post_chat).layer(axum::extract::DefaultBodyLimit::disable()),
-    )
+    Router::new().route("/v1/chat", post(post_chat))
 }
 
 /// Send a chat message through the gateway: the upstream AI SDK route's

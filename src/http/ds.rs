@@ -85,8 +85,7 @@ pub(super) fn router() -> Router<AppState> {
                 .post(ds_append)
                 .get(read::ds_read)
                 .head(ds_head)
-                .delete(ds_delete)
-                .layer(axum::extract::DefaultBodyLimit::disable()),
+                .delete(ds_delete),
         )
         .layer(axum::middleware::map_response(browser_headers))
 }

@@ -138,6 +138,12 @@ const CORS_VARY: HeaderValue = HeaderValue::from_static(
 );
 
 /// The whole API.
+///
+/// No route carries axum's `DefaultBodyLimit`: every handler that takes a
+/// body reads the raw `Body` within its own limit (`extract::read_body`,
+/// the publisher's reader), which that layer never touches (only axum's
+/// `Bytes`, `String` and `Json` extractors apply it); as a layer it was one
+/// more boxed service each request cloned (see `ingest::router`).
 pub fn router(state: AppState) -> App {
     let cors = cors(&state.cfg.http.cors_allowed_origins);
     let routes = Router::new()

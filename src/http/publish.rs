@@ -20,7 +20,7 @@
 //! (`limits.max_inflight_body_bytes`), as a whole body's length is.
 
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use std::convert::Infallible;
 
 use axum::http::{header, HeaderMap, StatusCode};
@@ -45,9 +45,7 @@ use publisher::{end_line, Ack, Publisher, Stop};
 pub(super) fn router() -> axum::Router<AppState> {
     axum::Router::new().route(
         "/v1/sessions/{session_id}/publish",
-        post(post_publish)
-            .get(ws_publish)
-            .layer(DefaultBodyLimit::disable()),
+        post(post_publish).get(ws_publish),
     )
 }
 
