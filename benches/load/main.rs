@@ -18,7 +18,8 @@
 //! build), `LOAD_BASELINE_BIN` (another build, run as "before" next to this
 //! one in the fan-out and memory sections), `LOAD_GEN_THREADS`,
 //! `LOAD_INGEST_CLIENT=reqwest` (the ingest section through reqwest instead of
-//! `poster.rs`), `LOAD_ACCEPT_ENCODING=gzip` (its requests say so, as most HTTP
+//! `poster.rs`), `LOAD_INGEST_PAIRS=n` (the back-to-back pairs item 3's
+//! goals are judged on, default 3; `ingest.rs`), `LOAD_ACCEPT_ENCODING=gzip` (its requests say so, as most HTTP
 //! libraries do), `LOAD_BURST=k`
 //! (the publisher sends its events k at once at the same average rate; by
 //! default they are evenly spaced), `LOAD_BREAKDOWN=1` (the server's own ingest
@@ -32,13 +33,13 @@
 
 mod clients;
 mod floor;
+mod ingest;
 mod ingest_floor;
 mod poster;
 mod publish;
 mod servers;
 mod soak;
 
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -279,245 +280,6 @@ async fn fanout(
             / delivered.max(1) as f64,
         gen_cpu_us_per_delivery: gen_cpu * 1e6 / delivered.max(1) as f64,
     }
-}
-
-/// The clients of the single-event POSTs that item 3's goals are taken
-/// from ([`ingest_goals`]).
-const MANY_WRITERS: usize = 64;
-
-/// The ingest section's request shapes: clients, events per request, the
-/// row's label, and the share of the section's events it posts. One
-/// writer is a runtime streaming tokens one POST at a time (its latency
-/// is the figure); 64 are many runtimes at once (throughput).
-const SHAPES: [(usize, usize, &str, usize); 4] = [
-    (1, 1, "one writer ", 32),
-    (MANY_WRITERS, 1, "batch     1", 1),
-    (8, 100, "batch   100", 1),
-    (8, 1000, "batch  1000", 1),
-];
-
-/// Ingest events/s: single-event POSTs or NDJSON batches from `clients`,
-/// each to a session of its own that no other shape posts to (so no id is
-/// posted twice); with each request's latency. Each client is one
-/// keep-alive connection of `poster.rs`, or of reqwest with
-/// `LOAD_INGEST_CLIENT=reqwest`.
-async fn ingest(server: &Server, clients: usize, batch: usize, total: usize) -> publish::Figures {
-    let http = (std::env::var("LOAD_INGEST_CLIENT").as_deref() == Ok("reqwest")).then(|| {
-        reqwest::Client::builder()
-            .pool_max_idle_per_host(64)
-            .build()
-            .unwrap()
-    });
-    let per_client = (total / clients / batch).max(1);
-    let meter = server.meter();
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|c| {
-            let (http, url) = (http.clone(), server.url());
-            tokio::spawn(async move {
-                let path = format!("/v1/sessions/ingest-{clients}x{batch}-{c}/events");
-                let mut poster = poster::Poster::new(&url);
-                let mut lat = Vec::with_capacity(per_client);
-                let mut body = String::with_capacity(batch * 96);
-                for b in 0..per_client {
-                    body.clear();
-                    for i in 0..batch {
-                        let _ = writeln!(
-                            body,
-                            "{{\"id\":\"{c}-{b}-{i}\",\"type\":\"text.delta\",\"runId\":\"r\",\"payload\":{{\"delta\":\"token \"}}}}"
-                        );
-                    }
-                    let t = Instant::now();
-                    let status = match &http {
-                        Some(http) => http
-                            .post(format!("{url}{path}"))
-                            .header("content-type", "application/x-ndjson")
-                            .body(body.clone())
-                            .send()
-                            .await
-                            .expect("post")
-                            .status()
-                            .as_u16(),
-                        None => poster
-                            .post(&path, "application/x-ndjson", &body)
-                            .await
-                            .expect("post"),
-                    };
-                    assert!((200..300).contains(&status), "ingest status {status}");
-                    lat.push(t.elapsed().as_micros() as u32);
-                }
-                lat
-            })
-        })
-        .collect();
-    let mut lat = Vec::new();
-    for t in tasks {
-        lat.extend(t.await.unwrap());
-    }
-    let secs = started.elapsed().as_secs_f64();
-    lat.sort_unstable();
-    publish::Figures {
-        events_per_s: (clients * per_client * batch) as f64 / secs,
-        p50_ms: pct(&lat, 0.5),
-        p99_ms: pct(&lat, 0.99),
-        cpu_us: meter.per_event(server, clients * per_client * batch),
-    }
-}
-
-/// Run the ingest `shapes` against `server` (each its share of `events`):
-/// print each as a line of `who`, and add it to `rows` as `id` with its
-/// clients and batch.
-async fn ingest_shapes(
-    server: &Server,
-    who: &str,
-    id: Value,
-    shapes: impl IntoIterator<Item = (usize, usize, &'static str, usize)>,
-    events: usize,
-    rows: &mut Vec<Value>,
-) {
-    // The durable store's own figures for each shape (its group commits
-    // and the appends as the actors wait for them), from its `/metrics`.
-    let durable = id["store"] == "embedded";
-    for (clients, batch, label, share) in shapes {
-        let before = if durable {
-            servers::sums(server, &STORE_SUMS).await
-        } else {
-            Vec::new()
-        };
-        let took = Instant::now();
-        let f = ingest(server, clients, batch, events / share).await;
-        let secs = took.elapsed().as_secs_f64();
-        println!(
-            "{who} {label}: {:>10.0} ev/s  request p50 {:>7.2} ms p99 {:>7.2} ms  {}",
-            f.events_per_s,
-            f.p50_ms,
-            f.p99_ms,
-            cpu_cols(&f)
-        );
-        let mut id = id.clone();
-        id["clients"] = json!(clients);
-        id["batch"] = json!(batch);
-        if durable {
-            let after = servers::sums(server, &STORE_SUMS).await;
-            if let Some(g) = GroupFigures::between(&before, &after, secs) {
-                println!(
-                    "  durable store {label}: {:.1} jobs per group commit, one every {:.0} µs, {:.3} ms each; an append {:.3} ms as the actor waits for it",
-                    g.jobs, g.every_us, g.commit_ms, g.append_ms
-                );
-                id["group_jobs"] = json!(g.jobs);
-                id["group_every_us"] = json!(g.every_us);
-                id["commit_ms"] = json!(g.commit_ms);
-                id["append_ms"] = json!(g.append_ms);
-            }
-        }
-        rows.push(ingest_row(id, &f));
-    }
-}
-
-/// The durable store's histograms read around an ingest shape: jobs per
-/// group commit, the commit's time, the append's time as the actor waits.
-const STORE_SUMS: [&str; 3] = [
-    "projector_store_group_jobs",
-    "projector_store_commit_seconds",
-    "projector_store_append_seconds",
-];
-
-/// What the durable store did during a shape (docs/BENCHMARKS.md, "What
-/// holds a durable POST").
-struct GroupFigures {
-    jobs: f64,
-    every_us: f64,
-    commit_ms: f64,
-    append_ms: f64,
-}
-
-impl GroupFigures {
-    /// From the sums and counts of [`STORE_SUMS`] before and after a shape
-    /// that took `secs`; `None` when the store committed no group.
-    fn between(before: &[(f64, f64)], after: &[(f64, f64)], secs: f64) -> Option<Self> {
-        let diff = |i: usize| {
-            let (b, a) = (before.get(i)?, after.get(i)?);
-            Some((a.0 - b.0, a.1 - b.1))
-        };
-        let ((jobs, groups), (commit_s, commits), (append_s, appends)) =
-            (diff(0)?, diff(1)?, diff(2)?);
-        (groups > 0.0 && commits > 0.0 && appends > 0.0).then(|| GroupFigures {
-            jobs: jobs / groups,
-            every_us: secs * 1e6 / groups,
-            commit_ms: commit_s * 1e3 / commits,
-            append_ms: append_s * 1e3 / appends,
-        })
-    }
-}
-
-/// Issue 36 item 3's goals for single-event POSTs from [`MANY_WRITERS`] clients, as this
-/// run measured them: the memory store at 0.5x the parse-only floor or
-/// more, the durable store at 2x the anchor or more. Printed, and returned
-/// for the report; a goal whose other side was not run is left out.
-fn ingest_goals(rows: &[Value]) -> Value {
-    let rate = |server: &str, store: &str| {
-        rows.iter()
-            .find(|r| {
-                r["server"] == server
-                    && r["store"] == store
-                    && r["batch"] == 1
-                    && r["clients"] == MANY_WRITERS
-            })
-            .and_then(|r| r["events_per_s"].as_f64())
-    };
-    let mut out = serde_json::Map::new();
-    for (name, ours, theirs, against, goal) in [
-        (
-            "memory_vs_floor",
-            ("agent-projector", "memory"),
-            ("floor", "none"),
-            "the parse-only floor",
-            0.5,
-        ),
-        (
-            "durable_vs_anchor",
-            ("agent-projector", "embedded"),
-            ("anchor", "redis pub/sub"),
-            "the anchor",
-            2.0,
-        ),
-    ] {
-        let (Some(a), Some(b)) = (rate(ours.0, ours.1), rate(theirs.0, theirs.1)) else {
-            continue;
-        };
-        let ratio = a / b.max(1.0);
-        let met = ratio >= goal;
-        println!(
-            "goal, single-event POSTs: {} store {ratio:.2}x {against} (goal {goal}x: {})",
-            ours.1,
-            if met { "met" } else { "not met" }
-        );
-        out.insert(
-            name.into(),
-            json!({"ratio": ratio, "goal": goal, "met": met}),
-        );
-    }
-    Value::Object(out)
-}
-
-/// An ingest row of the report: `id` (server, store, batch or window)
-/// with the figures.
-fn ingest_row(mut id: Value, f: &publish::Figures) -> Value {
-    id["events_per_s"] = json!(f.events_per_s);
-    id["p50_ms"] = json!(f.p50_ms);
-    id["p99_ms"] = json!(f.p99_ms);
-    id["server_cpu_us_per_event"] = json!(f.cpu_us.0);
-    id["gen_cpu_us_per_event"] = json!(f.cpu_us.1);
-    id
-}
-
-/// The ingest lines' CPU columns: the server's process (the anchor's
-/// without its Redis) and the generator's, in µs per event.
-fn cpu_cols(f: &publish::Figures) -> String {
-    format!(
-        "cpu µs/ev server {:>6.1} gen {:>5.1}",
-        f.cpu_us.0, f.cpu_us.1
-    )
 }
 
 /// RSS growth per idle stream.
@@ -806,62 +568,12 @@ async fn run(scale: Scale) -> Value {
         None
     };
     if section("ingest") {
-        println!("== ingest (events/s)");
-        let mut ingest_rows = Vec::new();
-        for store in ["memory", "embedded"] {
-            let dir = tmp.join(format!("ingest-{store}"));
-            let server = servers::projector(store, &dir, &[]);
-            ingest_shapes(
-                &server,
-                &format!("agent-projector {store:<9}"),
-                json!({"server": "agent-projector", "store": store}),
-                SHAPES,
-                scale.ingest_events,
-                &mut ingest_rows,
-            )
-            .await;
-            // The streaming ingest: one publish stream per producer.
-            for window in [1usize, 16, 256] {
-                let f = publish::publish(&server, scale.ingest_events, window).await;
-                println!(
-                    "agent-projector {store:<9} publish window {window:>3}: {:>10.0} ev/s  ack p50 {:>7.2} ms p99 {:>7.2} ms  {}",
-                    f.events_per_s, f.p50_ms, f.p99_ms, cpu_cols(&f)
-                );
-                ingest_rows.push(ingest_row(
-                    json!({"server": "agent-projector", "store": store, "publish_window": window}),
-                    &f,
-                ));
-            }
+        let (rows, goals) =
+            ingest::section(anchor.as_ref(), &tmp, scale.ingest_events, scale.full).await;
+        if let Some(goals) = goals {
+            report["ingest_goals"] = goals;
         }
-        // The floor of item 3: axum parsing the body, nothing else.
-        let floor = servers::ingest_floor();
-        ingest_shapes(
-            &floor,
-            "floor (axum, parse only)",
-            json!({"server": "floor", "store": "none"}),
-            SHAPES.into_iter().filter(|s| s.1 <= 100),
-            scale.ingest_events,
-            &mut ingest_rows,
-        )
-        .await;
-        drop(floor);
-        if let Some(a) = &anchor {
-            ingest_shapes(
-                a,
-                "anchor          redis    ",
-                json!({"server": "anchor", "store": "redis pub/sub"}),
-                SHAPES,
-                scale.ingest_events,
-                &mut ingest_rows,
-            )
-            .await;
-        }
-        // Not at the smoke scale of `cargo test`: a debug build's ratios
-        // say nothing of the goals.
-        if scale.full {
-            report["ingest_goals"] = ingest_goals(&ingest_rows);
-        }
-        report["ingest"] = json!(ingest_rows);
+        report["ingest"] = json!(rows);
     }
 
     if section("fanout") {
