@@ -317,3 +317,93 @@ async fn slow_bodies_are_bounded_in_time_and_memory() {
     let (_, log) = srv.get_json("/v1/sessions/slow/events").await;
     assert_eq!(log["events"], json!([]), "nothing applied");
 }
+
+/// Every route that takes a body reads it within its own limit, not axum's
+/// 2 MiB default (which only its `Bytes`, `String` and `Json` extractors
+/// apply, and no route carries as a layer): a 3 MiB body reaches the
+/// chat gateway, the AG-UI gateway and a Durable Streams append (each
+/// answers as it would a small one), and one over the route's own limit
+/// is refused as `body_too_large`.
+#[tokio::test]
+async fn bodies_past_axums_default_are_read_within_each_routes_own_limit() {
+    let srv = TestServer::builder().start().await;
+    let big = |mib: usize| "x".repeat(mib * 1024 * 1024);
+    let post_json = |path: &str, body: Value| srv.http.post(srv.url(path)).json(&body).send();
+    let chat = |text: String| {
+        json!({"id": "big-chat", "trigger": "submit-message",
+               "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": text}]}]})
+    };
+    let run = |text: String| {
+        json!({"threadId": "big-run", "runId": "r1", "state": {}, "tools": [], "context": [],
+               "forwardedProps": {}, "messages": [{"id": "u", "role": "user", "content": text}]})
+    };
+    // Read whole and parsed: the answer is the one a small request gets
+    // on a server with no upstream.
+    for (path, body) in [
+        ("/v1/chat", chat(big(3))),
+        ("/v1/sessions/big-run/ag-ui", run(big(3))),
+    ] {
+        let (status, p) = problem(post_json(path, body).await.unwrap()).await;
+        assert_eq!(
+            (status, p["code"].as_str()),
+            (409, Some("no_upstream")),
+            "{path}"
+        );
+    }
+    for (path, body) in [
+        ("/v1/chat", chat(big(5))),
+        ("/v1/sessions/big-run/ag-ui", run(big(5))),
+    ] {
+        let (status, p) = problem(post_json(path, body).await.unwrap()).await;
+        assert_eq!(
+            (status, p["code"].as_str()),
+            (413, Some("body_too_large")),
+            "{path}"
+        );
+    }
+
+    let url = srv.url("/ds/v1/stream/big");
+    let put = srv
+        .http
+        .put(&url)
+        .header("content-type", "application/octet-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), 201);
+    let append = |bytes: String| {
+        srv.http
+            .post(&url)
+            .header("content-type", "application/octet-stream")
+            .body(bytes)
+            .send()
+    };
+    let r = append(big(3)).await.unwrap();
+    assert!(r.status().is_success(), "a 3 MiB append: {}", r.status());
+    let (status, p) = problem(append(big(17)).await.unwrap()).await;
+    assert_eq!((status, p["code"].as_str()), (413, Some("body_too_large")));
+    // The stream holds the 3 MiB append whole, read back from its start.
+    let mut held = 0;
+    let mut offset = "-1".to_string();
+    loop {
+        let r = srv
+            .http
+            .get(format!("{url}?offset={offset}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        offset = r.headers()["stream-next-offset"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let up_to_date = r.headers().contains_key("stream-up-to-date");
+        let bytes = r.bytes().await.unwrap();
+        assert!(bytes.iter().all(|b| *b == b'x'));
+        held += bytes.len();
+        if up_to_date {
+            break;
+        }
+    }
+    assert_eq!(held, 3 * 1024 * 1024);
+}
