@@ -87,6 +87,8 @@ pub async fn section(
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(3);
+    // In the order of `GOALS`: the memory store and the floor, the
+    // durable store and the anchor (when it ran).
     let sides = [(&ours[0], Some(&floor)), (&ours[1], anchor)];
     let mut pairs = Vec::new();
     for round in 0..n {
