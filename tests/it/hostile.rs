@@ -337,29 +337,21 @@ async fn bodies_past_axums_default_are_read_within_each_routes_own_limit() {
         json!({"threadId": "big-run", "runId": "r1", "state": {}, "tools": [], "context": [],
                "forwardedProps": {}, "messages": [{"id": "u", "role": "user", "content": text}]})
     };
-    // Read whole and parsed: the answer is the one a small request gets
-    // on a server with no upstream.
-    for (path, body) in [
-        ("/v1/chat", chat(big(3))),
-        ("/v1/sessions/big-run/ag-ui", run(big(3))),
-    ] {
-        let (status, p) = problem(post_json(path, body).await.unwrap()).await;
-        assert_eq!(
-            (status, p["code"].as_str()),
-            (409, Some("no_upstream")),
-            "{path}"
-        );
-    }
-    for (path, body) in [
-        ("/v1/chat", chat(big(5))),
-        ("/v1/sessions/big-run/ag-ui", run(big(5))),
-    ] {
-        let (status, p) = problem(post_json(path, body).await.unwrap()).await;
-        assert_eq!(
-            (status, p["code"].as_str()),
-            (413, Some("body_too_large")),
-            "{path}"
-        );
+    // 3 MiB is read whole and parsed: the answer is the one a small
+    // request gets on a server with no upstream. 5 MiB is over both
+    // gateways' 4 MiB.
+    for (mib, answer) in [(3, (409, "no_upstream")), (5, (413, "body_too_large"))] {
+        for (path, body) in [
+            ("/v1/chat", chat(big(mib))),
+            ("/v1/sessions/big-run/ag-ui", run(big(mib))),
+        ] {
+            let (status, p) = problem(post_json(path, body).await.unwrap()).await;
+            assert_eq!(
+                (status, p["code"].as_str()),
+                (answer.0, Some(answer.1)),
+                "{path}, {mib} MiB"
+            );
+        }
     }
 
     let url = srv.url("/ds/v1/stream/big");
