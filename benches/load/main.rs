@@ -19,8 +19,8 @@
 //! one in the fan-out and memory sections), `LOAD_GEN_THREADS`,
 //! `LOAD_INGEST_CLIENT=reqwest` (the ingest section through reqwest instead of
 //! `poster.rs`), `LOAD_INGEST_PAIRS=n` (the back-to-back pairs item 3's
-//! goals are judged on, default 3; `ingest.rs`), `LOAD_ACCEPT_ENCODING=gzip` (its requests say so, as most HTTP
-//! libraries do), `LOAD_BURST=k`
+//! goals are judged on, default 3; `ingest.rs`), `LOAD_ACCEPT_ENCODING=gzip`
+//! (its requests say so, as most HTTP libraries do), `LOAD_BURST=k`
 //! (the publisher sends its events k at once at the same average rate; by
 //! default they are evenly spaced), `LOAD_BREAKDOWN=1` (the server's own ingest
 //! and delivery histograms per scenario), `LOAD_FLOOR=task,shard` (the
