@@ -147,24 +147,12 @@ async fn pair(
     events: usize,
     rows: &mut Vec<Value>,
 ) -> Pair {
-    let run = format!("-pair{round}");
-    let mut sides = [(goal.ours, mine, None), (goal.theirs, theirs, None)];
-    if round % 2 == 0 {
-        sides.reverse();
-    }
-    for (who, server, figures) in &mut sides {
-        let f = ingest(server, MANY_WRITERS, 1, events, &run).await;
-        let mut id = json!({"server": who.0, "store": who.1, "pair": round});
-        id["clients"] = json!(MANY_WRITERS);
-        id["batch"] = json!(1);
-        rows.push(ingest_row(id, &f));
-        *figures = Some(f);
-    }
-    if round % 2 == 0 {
-        sides.reverse();
-    }
-    let [(_, _, Some(a)), (_, _, Some(b))] = sides else {
-        unreachable!("both sides measured")
+    let (a, b) = if round % 2 == 0 {
+        let b = pair_side(goal.theirs, theirs, round, events, rows).await;
+        (pair_side(goal.ours, mine, round, events, rows).await, b)
+    } else {
+        let a = pair_side(goal.ours, mine, round, events, rows).await;
+        (a, pair_side(goal.theirs, theirs, round, events, rows).await)
     };
     let ratio = a.events_per_s / b.events_per_s.max(1.0);
     println!(
@@ -179,6 +167,22 @@ async fn pair(
         goal: goal.name,
         ratio,
     }
+}
+
+/// One side of a pair: `who` (server, store) on `server`, to sessions of
+/// `round`, added to `rows` marked with it.
+async fn pair_side(
+    who: (&str, &str),
+    server: &Server,
+    round: usize,
+    events: usize,
+    rows: &mut Vec<Value>,
+) -> publish::Figures {
+    let f = ingest(server, MANY_WRITERS, 1, events, &format!("-pair{round}")).await;
+    let id = json!({"server": who.0, "store": who.1, "pair": round,
+                    "clients": MANY_WRITERS, "batch": 1});
+    rows.push(ingest_row(id, &f));
+    f
 }
 
 /// The clients of the single-event POSTs that item 3's goals are taken
