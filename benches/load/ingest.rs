@@ -390,9 +390,11 @@ fn ingest_goals(rows: &[Value], pairs: &[Pair]) -> Value {
             .filter(|p| p.goal == goal.name)
             .map(|p| p.ratio)
             .collect();
+        // The median: the middle one, or the mean of the middle two.
         let paired = (!ratios.is_empty()).then(|| {
             ratios.sort_by(f64::total_cmp);
-            ratios[ratios.len() / 2]
+            let n = ratios.len();
+            (ratios[(n - 1) / 2] + ratios[n / 2]) / 2.0
         });
         let ratio = paired.unwrap_or(sequential);
         let met = ratio >= goal.goal;
